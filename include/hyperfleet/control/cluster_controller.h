@@ -1,0 +1,65 @@
+#pragma once
+// Runs the cluster reconciler: a work queue of cluster ids served by one worker thread.
+// Keys come from the API (after each accepted write), from a periodic resync, and from the
+// worker itself while a cluster has work in flight. Each pass loads a snapshot, calls
+// PlanCluster(), commits the writes (compare-and-swap) and then makes the provider calls.
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/ids.h"
+#include "hyperfleet/provider/provider.h"
+#include "hyperfleet/store/store.h"
+
+namespace hf::control {
+
+/// The cluster controller. Thread-safe: enqueue() may be called from any thread; the
+/// reconcile itself runs only on the controller's worker thread (or the caller of
+/// reconcileOnce() in tests, which must not run the worker at the same time).
+class ClusterController {
+ public:
+  struct Options {
+    /// How often a cluster with work in flight is looked at again.
+    Duration active_interval = std::chrono::milliseconds(100);
+    /// How often every cluster is resynced with its provider.
+    Duration resync_interval = std::chrono::seconds(2);
+  };
+
+  ClusterController(store::Store& store, provider::Provider& provider, const Clock& clock,
+                    IdSource& ids, Options options);
+  ~ClusterController();
+
+  /// Starts the worker thread (which first enqueues every stored cluster).
+  void start();
+  /// Stops and joins the worker. Idempotent.
+  void stop();
+  /// Asks for a reconcile of `cluster_id` soon. Coalesces: a key already queued runs once.
+  void enqueue(const std::string& cluster_id);
+
+  /// Reconciles one cluster synchronously. Returns whether the cluster has settled.
+  /// Errors: those of the store and provider (Conflict when the plan lost a CAS race).
+  StatusOr<bool> reconcileOnce(const std::string& cluster_id);
+
+ private:
+  void run();
+
+  store::Store& store_;
+  provider::Provider& provider_;
+  const Clock& clock_;
+  IdSource& ids_;
+  const Options options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::set<std::string> queued_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace hf::control

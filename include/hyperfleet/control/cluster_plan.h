@@ -1,0 +1,50 @@
+#pragma once
+// The cluster reconciler's decision step: a pure function of a snapshot (the cluster as
+// declared, its node records, what the provider reports) and the time. It returns the store
+// writes and provider calls that move the cluster toward its declaration; the controller
+// applies them (writes first, then provider calls, so a crash in between only repeats
+// idempotent work). State machines: docs/state-machines.md.
+#include <string>
+#include <vector>
+
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/ids.h"
+#include "hyperfleet/model/cluster.h"
+#include "hyperfleet/provider/provider.h"
+#include "hyperfleet/store/store.h"
+
+namespace hf::control {
+
+/// Everything the planner looks at.
+struct ClusterSnapshot {
+  model::Cluster cluster;
+  std::vector<model::Node> nodes;                             ///< the store's node records
+  std::vector<provider::InstanceObservation> instances;       ///< the provider's view
+};
+
+/// What the planner decided.
+struct ClusterPlan {
+  store::WriteBatch writes;                     ///< CAS writes and events, committed first
+  std::vector<provider::InstanceSpec> launches; ///< then these launches
+  std::vector<std::string> terminations;        ///< and these terminations
+  /// True when nothing is in flight: no instance is pending or shutting down and the
+  /// cluster status is final for now (InService, Failed). The controller then only
+  /// resyncs slowly.
+  bool settled = false;
+};
+
+/// Decides the next step for one cluster. Pure: reads only its arguments; new instance ids
+/// and event ids come from `ids`. Rules (HyperPod semantics):
+///  - each instance group converges to InstanceCount live instances; surplus is removed
+///    failed first, then pending, then the newest running;
+///  - groups in `groups_deleting` lose all instances, then leave the cluster;
+///  - Creating becomes InService when every group has all its instances Running, or Failed
+///    when an instance fails (the FailureMessage names it), unless NodeProvisioningMode is
+///    Continuous, where failed instances are replaced and the cluster stays usable;
+///  - a failure during Updating rolls the group back to the instances that run
+///    (RollingBack, then InService with the failure in the events);
+///  - Deleting terminates everything and erases the cluster once the provider reports no
+///    instance left.
+ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids);
+
+}  // namespace hf::control

@@ -1,0 +1,104 @@
+#pragma once
+// Plain value types of the cluster domain. Status strings are the service model's enum
+// values (ClusterStatus, InstanceGroupStatus, ClusterInstanceStatus, ClusterEventLevel,
+// ClusterEventResourceType) so that they go to the wire unchanged.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/common/clock.h"
+
+namespace hf::model {
+
+/// ClusterStatus values (service model enum).
+namespace cluster_status {
+inline constexpr const char* kCreating = "Creating";
+inline constexpr const char* kInService = "InService";
+inline constexpr const char* kUpdating = "Updating";
+inline constexpr const char* kDeleting = "Deleting";
+inline constexpr const char* kFailed = "Failed";
+inline constexpr const char* kRollingBack = "RollingBack";
+inline constexpr const char* kSystemUpdating = "SystemUpdating";
+}  // namespace cluster_status
+
+/// ClusterInstanceStatus values (service model enum).
+namespace instance_status {
+inline constexpr const char* kPending = "Pending";
+inline constexpr const char* kRunning = "Running";
+inline constexpr const char* kFailure = "Failure";
+inline constexpr const char* kShuttingDown = "ShuttingDown";
+}  // namespace instance_status
+
+/// One instance group as the user declared it (a ClusterInstanceGroupSpecification).
+struct InstanceGroup {
+  std::string name;           ///< InstanceGroupName
+  std::string instance_type;  ///< InstanceType, e.g. "ml.c5.xlarge" (may be empty)
+  int target_count = 0;       ///< InstanceCount
+  nlohmann::json spec;        ///< the specification exactly as accepted (validated)
+};
+
+/// A cluster: the user's declaration plus the status the controllers maintain.
+/// `revision` is the store revision of the last write (compare-and-swap token).
+struct Cluster {
+  std::string id;    ///< 12 lowercase alphanumerics
+  std::string name;  ///< ClusterName
+  std::string arn;   ///< arn:aws:sagemaker:<region>:<account>:cluster/<id>
+  std::string status = cluster_status::kCreating;
+  std::string failure_message;
+  SystemTime creation_time{};
+  /// Top-level members of the create request other than ClusterName, InstanceGroups and
+  /// Tags (Orchestrator, NodeRecovery, VpcConfig, ...), as accepted and later updated.
+  nlohmann::json spec = nlohmann::json::object();
+  std::vector<InstanceGroup> groups;
+  /// Groups named in InstanceGroupsToDelete whose nodes are still being removed.
+  std::vector<std::string> groups_deleting;
+  int64_t revision = 0;
+
+  /// The group named `name`, or nullptr.
+  const InstanceGroup* group(const std::string& name) const;
+  /// True for NodeProvisioningMode=Continuous (failed instances are retried, the cluster
+  /// stays InService).
+  bool continuous() const;
+};
+
+/// One instance of a cluster (a ClusterNodeSummary/Details on the wire).
+struct Node {
+  std::string cluster_id;
+  std::string instance_id;  ///< i- + 17 hex
+  std::string logical_id;   ///< NodeLogicalId, stable for the node's life
+  std::string group;        ///< InstanceGroupName
+  std::string instance_type;
+  std::string status = instance_status::kPending;  ///< ClusterInstanceStatus
+  std::string message;                             ///< InstanceStatus.Message
+  SystemTime launch_time{};
+  std::string private_ip;        ///< PrivatePrimaryIp, empty until known
+  std::string hostname;          ///< PrivateDnsHostname, empty until known
+  nlohmann::json lifecycle;      ///< LifeCycleConfig the node was launched with
+  nlohmann::json spec_extras = nlohmann::json::object();  ///< ThreadsPerCore etc.
+  int64_t revision = 0;
+};
+
+/// One cluster event (ClusterEventDetail on the wire).
+struct Event {
+  std::string id;
+  std::string cluster_id;
+  std::string group;        ///< empty for cluster-level events
+  std::string instance_id;  ///< empty unless ResourceType is Instance
+  std::string resource_type = "Cluster";  ///< Cluster | InstanceGroup | Instance
+  std::string level = "Info";             ///< Info | Warn | Error
+  SystemTime time{};
+  std::string description;
+  nlohmann::json metadata;  ///< EventDetails.EventMetadata (one member), or null
+  int64_t seq = 0;          ///< store order (assigned on commit)
+};
+
+/// A resource tag.
+struct Tag {
+  std::string key;
+  std::string value;
+};
+
+}  // namespace hf::model

@@ -1,0 +1,60 @@
+#pragma once
+// Providers turn instance specifications into running machines (the `fake` in-process
+// provider for tests, `local` namespaced nodes, later `ssh`). Providers are asynchronous and
+// idempotent by instance id: launch() and terminate() only record intent and return at once;
+// list() reports what exists now. A repeated launch or terminate of the same instance is a
+// no-op, so a controller may retry freely after a crash.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/common/status.h"
+
+namespace hf::provider {
+
+/// What to launch. The control plane assigns the instance id before launching.
+struct InstanceSpec {
+  std::string instance_id;    ///< i- + 17 hex
+  std::string cluster_id;
+  std::string cluster_name;
+  std::string group;          ///< instance group name
+  std::string instance_type;  ///< e.g. "ml.c5.xlarge"
+  nlohmann::json lifecycle;   ///< LifeCycleConfig (SourceS3Uri, OnCreate, ...), may be null
+};
+
+/// Provider-side state of an instance.
+enum class InstanceState {
+  kPending,      ///< launching or booting
+  kRunning,      ///< booted and ready
+  kFailed,       ///< launch or boot failed; `message` says why
+  kTerminating,  ///< being torn down
+};
+
+/// One instance as the provider sees it.
+struct InstanceObservation {
+  std::string instance_id;
+  std::string cluster_id;
+  InstanceState state = InstanceState::kPending;
+  std::string message;     ///< failure reason when kFailed
+  std::string private_ip;  ///< known once running
+  std::string hostname;    ///< ip-a-b-c-d
+};
+
+/// A source of instances. Implementations are thread-safe.
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  /// The name used by `--provider` (e.g. "fake").
+  virtual std::string_view name() const = 0;
+  /// Starts launching `spec` (asynchronous). Idempotent by spec.instance_id.
+  /// Errors: InvalidArgument for a spec the provider cannot run (e.g. unknown type).
+  virtual Status launch(const InstanceSpec& spec) = 0;
+  /// Starts terminating an instance (asynchronous). Unknown ids are a no-op.
+  virtual Status terminate(std::string_view instance_id) = 0;
+  /// Every instance of `cluster_id` that is not yet fully terminated.
+  virtual StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) = 0;
+};
+
+}  // namespace hf::provider

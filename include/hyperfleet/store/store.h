@@ -1,0 +1,138 @@
+#pragma once
+// The durable store of the control plane: typed repositories over one transactional
+// backend. Every write is a WriteBatch committed atomically; each row write carries the
+// revision it expects (compare-and-swap), so concurrent writers never lose updates.
+// The store never reads the clock and never makes ids: callers pass them in.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/model/cluster.h"
+
+namespace hf::store {
+
+/// Expected revision of a row: kMustNotExist for a create, else the revision read.
+inline constexpr int64_t kMustNotExist = 0;
+
+/// One cluster write. `erase` deletes the cluster with its nodes, events and tags.
+struct ClusterWrite {
+  model::Cluster cluster;
+  int64_t expected_revision = kMustNotExist;
+  bool erase = false;
+};
+
+/// One node write (insert when expected_revision == kMustNotExist).
+struct NodeWrite {
+  model::Node node;
+  int64_t expected_revision = kMustNotExist;
+  bool erase = false;
+};
+
+/// Tag changes on one resource ARN.
+struct TagWrite {
+  std::string resource_arn;
+  std::vector<model::Tag> put;           ///< added or overwritten
+  std::vector<std::string> erase_keys;   ///< removed when present
+};
+
+/// An atomic unit of writes. Events are appended (they have no revision).
+struct WriteBatch {
+  std::vector<ClusterWrite> clusters;
+  std::vector<NodeWrite> nodes;
+  std::vector<model::Event> events;
+  std::vector<TagWrite> tags;
+  bool empty() const {
+    return clusters.empty() && nodes.empty() && events.empty() && tags.empty();
+  }
+};
+
+/// Sort orders of list queries (ClusterSortBy / SortOrder in the service model).
+enum class SortBy { kCreationTime, kName };
+
+/// Filters and page of ListClusters.
+struct ClusterQuery {
+  std::optional<SystemTime> created_after, created_before;
+  std::string name_contains;
+  SortBy sort_by = SortBy::kCreationTime;
+  bool descending = false;
+  int limit = 100;          ///< 1..100
+  std::string page_token;   ///< opaque NextToken from a previous page
+};
+
+/// Filters and page of ListClusterNodes.
+struct NodeQuery {
+  std::optional<SystemTime> created_after, created_before;
+  std::string group_contains;
+  SortBy sort_by = SortBy::kCreationTime;
+  bool descending = false;
+  int limit = 100;
+  std::string page_token;
+};
+
+/// Filters and page of ListClusterEvents.
+struct EventQuery {
+  std::optional<SystemTime> after, before;
+  std::string group;
+  std::string instance_id;
+  std::string resource_type;
+  bool descending = false;
+  int limit = 100;
+  std::string page_token;
+};
+
+/// One page of results; next_token is empty on the last page.
+template <class T>
+struct Page {
+  std::vector<T> items;
+  std::string next_token;
+};
+
+/// The store. Thread-safe: any thread may read and commit.
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  /// Commits `batch` atomically and durably (fsync'd before return). Errors:
+  ///   FailedPrecondition (wire: ConflictException) when a row's revision differs from
+  ///     the expected one, or a row expected to exist is missing;
+  ///   AlreadyExists (wire: ResourceInUse) when a created cluster's name is taken;
+  ///   Internal on I/O failure. Nothing is written on error.
+  /// Returns the new revision, which every written row now carries.
+  virtual StatusOr<int64_t> commit(const WriteBatch& batch) = 0;
+
+  /// The cluster whose id, name or ARN is `name_or_arn`; NotFound when none.
+  virtual StatusOr<model::Cluster> cluster(const std::string& name_or_arn) = 0;
+  /// Every cluster (for the controllers' resync).
+  virtual StatusOr<std::vector<model::Cluster>> allClusters() = 0;
+  /// A page of clusters. InvalidArgument for a token that is not ours.
+  virtual StatusOr<Page<model::Cluster>> listClusters(const ClusterQuery& query) = 0;
+
+  /// Every node of a cluster.
+  virtual StatusOr<std::vector<model::Node>> nodes(const std::string& cluster_id) = 0;
+  /// A page of a cluster's nodes. InvalidArgument for a bad token.
+  virtual StatusOr<Page<model::Node>> listNodes(const std::string& cluster_id,
+                                                const NodeQuery& query) = 0;
+  /// One node by instance id or logical id; NotFound when none.
+  virtual StatusOr<model::Node> node(const std::string& cluster_id, const std::string& id) = 0;
+
+  /// A page of a cluster's events, oldest first unless descending.
+  virtual StatusOr<Page<model::Event>> listEvents(const std::string& cluster_id,
+                                                  const EventQuery& query) = 0;
+  /// One event; NotFound when none.
+  virtual StatusOr<model::Event> event(const std::string& cluster_id, const std::string& id) = 0;
+
+  /// Tags of a resource, sorted by key.
+  virtual StatusOr<std::vector<model::Tag>> tags(const std::string& resource_arn) = 0;
+};
+
+/// Opens (creating if needed) the SQLite store at `path` in WAL mode and migrates its
+/// schema to the current version. ":memory:" gives a private in-memory store (tests).
+/// Errors: Internal when the file cannot be opened or migrated; FailedPrecondition when
+/// the file's schema is newer than this binary.
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+
+}  // namespace hf::store

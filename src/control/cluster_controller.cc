@@ -1,0 +1,117 @@
+#include "hyperfleet/control/cluster_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "hyperfleet/control/cluster_plan.h"
+
+namespace hf::control {
+
+ClusterController::ClusterController(store::Store& store, provider::Provider& provider,
+                                     const Clock& clock, IdSource& ids, Options options)
+    : store_(store), provider_(provider), clock_(clock), ids_(ids), options_(options) {}
+
+ClusterController::~ClusterController() { stop(); }
+
+void ClusterController::start() {
+  std::lock_guard lock(mu_);
+  if (worker_.joinable()) return;
+  stopping_ = false;
+  worker_ = std::thread([this] { run(); });
+}
+
+void ClusterController::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void ClusterController::enqueue(const std::string& cluster_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (!queued_.insert(cluster_id).second) return;
+    queue_.push_back(cluster_id);
+  }
+  cv_.notify_all();
+}
+
+StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
+  ClusterSnapshot snap;
+  HF_ASSIGN_OR_RETURN(snap.cluster, store_.cluster(cluster_id));
+  HF_ASSIGN_OR_RETURN(snap.nodes, store_.nodes(snap.cluster.id));
+  HF_ASSIGN_OR_RETURN(snap.instances, provider_.list(snap.cluster.id));
+  ClusterPlan plan = PlanCluster(snap, clock_.now(), ids_);
+  if (!plan.writes.empty()) {
+    auto committed = store_.commit(plan.writes);
+    if (!committed.ok()) return committed.status();
+  }
+  // Provider calls only after the records that name these instances are durable.
+  for (const auto& spec : plan.launches) {
+    Status s = provider_.launch(spec);
+    if (!s.ok()) spdlog::warn("launch {} failed: {}", spec.instance_id, s.ToString());
+  }
+  for (const auto& id : plan.terminations) {
+    Status s = provider_.terminate(id);
+    if (!s.ok()) spdlog::warn("terminate {} failed: {}", id, s.ToString());
+  }
+  return plan.settled;
+}
+
+void ClusterController::run() {
+  // Clusters with work in flight are revisited every active_interval; all others at resync.
+  using SteadyClock = std::chrono::steady_clock;
+  std::map<std::string, SteadyClock::time_point> due;
+  auto next_resync = SteadyClock::now();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const auto now = SteadyClock::now();
+    if (now >= next_resync) {
+      next_resync = now + options_.resync_interval;
+      lock.unlock();
+      auto clusters = store_.allClusters();
+      lock.lock();
+      if (clusters.ok()) {
+        for (const auto& c : *clusters) {
+          if (queued_.insert(c.id).second) queue_.push_back(c.id);
+        }
+      } else {
+        spdlog::error("resync: {}", clusters.status().ToString());
+      }
+    }
+    for (auto it = due.begin(); it != due.end();) {
+      if (it->second <= now) {
+        if (queued_.insert(it->first).second) queue_.push_back(it->first);
+        it = due.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (queue_.empty()) {
+      auto wake = next_resync;
+      for (const auto& [id, t] : due) wake = std::min(wake, t);
+      cv_.wait_until(lock, wake, [&] { return stopping_ || !queue_.empty(); });
+      continue;
+    }
+    std::string id = queue_.front();
+    queue_.pop_front();
+    queued_.erase(id);
+    lock.unlock();
+    auto settled = reconcileOnce(id);
+    lock.lock();
+    if (!settled.ok()) {
+      if (!absl::IsNotFound(settled.status())) {
+        // A lost CAS race or a transient error: try again soon.
+        spdlog::debug("reconcile {}: {}", id, settled.status().ToString());
+        due[id] = SteadyClock::now() + options_.active_interval;
+      }
+    } else if (!*settled) {
+      due[id] = SteadyClock::now() + options_.active_interval;
+    }
+  }
+}
+
+}  // namespace hf::control

@@ -1,0 +1,362 @@
+#include "hyperfleet/control/cluster_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace hf::control {
+namespace {
+
+namespace cs = model::cluster_status;
+namespace is = model::instance_status;
+using nlohmann::json;
+using provider::InstanceState;
+
+/// Working state of one planning pass: node records as they will be after the plan.
+struct Work {
+  const ClusterSnapshot& snap;
+  SystemTime now;
+  IdSource& ids;
+  ClusterPlan plan;
+  model::Cluster cluster;
+  std::vector<model::Node> nodes;       // live records after this plan
+  std::vector<bool> dirty;              // per node: needs a write
+  std::vector<int64_t> expected;        // per node: revision read (0 for new)
+
+  Work(const ClusterSnapshot& s, SystemTime n, IdSource& i)
+      : snap(s), now(n), ids(i), cluster(s.cluster), nodes(s.nodes),
+        dirty(s.nodes.size(), false) {
+    for (const auto& node : s.nodes) expected.push_back(node.revision);
+  }
+
+  void event(std::string resource_type, std::string level, std::string description,
+             std::string group = "", std::string instance_id = "", json metadata = json()) {
+    model::Event e;
+    e.id = ids.eventId();
+    e.cluster_id = cluster.id;
+    e.group = std::move(group);
+    e.instance_id = std::move(instance_id);
+    e.resource_type = std::move(resource_type);
+    e.level = std::move(level);
+    e.time = now;
+    e.description = std::move(description);
+    e.metadata = std::move(metadata);
+    plan.writes.events.push_back(std::move(e));
+  }
+
+  void setStatus(size_t i, const char* status, std::string message = "") {
+    if (nodes[i].status == status && nodes[i].message == message) return;
+    nodes[i].status = status;
+    nodes[i].message = std::move(message);
+    dirty[i] = true;
+  }
+
+  void shutDown(size_t i, const std::string& why) {
+    if (nodes[i].status == is::kShuttingDown) return;
+    setStatus(i, is::kShuttingDown);
+    plan.terminations.push_back(nodes[i].instance_id);
+    event("Instance", "Info",
+          absl::StrCat("Terminating instance ", nodes[i].instance_id, ": ", why),
+          nodes[i].group, nodes[i].instance_id);
+  }
+
+  provider::InstanceSpec specFor(const model::Node& n) const {
+    return provider::InstanceSpec{n.instance_id, cluster.id, cluster.name, n.group,
+                                  n.instance_type, n.lifecycle};
+  }
+
+  void addNode(const model::InstanceGroup& g) {
+    model::Node n;
+    n.cluster_id = cluster.id;
+    n.instance_id = ids.instanceId();
+    n.logical_id = absl::StrCat(g.name, "-", ids.eventId().substr(0, 12));
+    n.group = g.name;
+    n.instance_type = g.instance_type;
+    n.status = is::kPending;
+    n.launch_time = now;
+    n.lifecycle = g.spec.value("LifeCycleConfig", json());
+    for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {
+      if (g.spec.contains(key)) n.spec_extras[key] = g.spec[key];
+    }
+    plan.launches.push_back(specFor(n));
+    nodes.push_back(std::move(n));
+    dirty.push_back(true);
+    expected.push_back(store::kMustNotExist);
+  }
+};
+
+/// Reflects what the provider reports into the node records (passive transitions).
+void Observe(Work& w) {
+  std::map<std::string, const provider::InstanceObservation*> by_id;
+  for (const auto& o : w.snap.instances) by_id[o.instance_id] = &o;
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    auto& n = w.nodes[i];
+    auto it = by_id.find(n.instance_id);
+    const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
+    if (n.status == is::kShuttingDown) {
+      if (!o) continue;  // gone: erased below
+      if (o->state != InstanceState::kTerminating) w.plan.terminations.push_back(n.instance_id);
+      continue;
+    }
+    if (!o) {
+      if (n.status == is::kPending) {
+        w.plan.launches.push_back(w.specFor(n));  // launch (again): idempotent by id
+      } else if (n.status == is::kRunning) {
+        w.setStatus(i, is::kFailure, "The instance is no longer reported by its provider.");
+        w.event("Instance", "Error",
+                absl::StrCat("Instance ", n.instance_id, " disappeared from its provider"),
+                n.group, n.instance_id);
+      }
+      continue;
+    }
+    if (!o->private_ip.empty() && (n.private_ip != o->private_ip || n.hostname != o->hostname)) {
+      n.private_ip = o->private_ip;
+      n.hostname = o->hostname;
+      w.dirty[i] = true;
+    }
+    switch (o->state) {
+      case InstanceState::kPending:
+        break;
+      case InstanceState::kRunning:
+        if (n.status == is::kPending) {
+          w.setStatus(i, is::kRunning);
+          w.event("Instance", "Info",
+                  absl::StrCat("Instance ", n.instance_id, " is running in group ", n.group),
+                  n.group, n.instance_id,
+                  json{{"Instance", {{"NodeLogicalId", n.logical_id}}}});
+        }
+        break;
+      case InstanceState::kFailed:
+        if (n.status != is::kFailure) {
+          w.setStatus(i, is::kFailure, o->message);
+          w.event("Instance", "Error",
+                  absl::StrCat("Instance ", n.instance_id, " in group ", n.group,
+                               " failed: ", o->message),
+                  n.group, n.instance_id,
+                  json{{"Instance",
+                        {{"NodeLogicalId", n.logical_id}, {"FailureMessage", o->message}}}});
+        }
+        break;
+      case InstanceState::kTerminating:
+        w.setStatus(i, is::kShuttingDown);
+        break;
+    }
+  }
+  // Instances the provider runs that no record knows (e.g. a record erased before the
+  // provider finished): terminate them.
+  std::map<std::string, bool> known;
+  for (const auto& n : w.nodes) known[n.instance_id] = true;
+  for (const auto& o : w.snap.instances) {
+    if (!known.count(o.instance_id) && o.state != InstanceState::kTerminating) {
+      w.plan.terminations.push_back(o.instance_id);
+    }
+  }
+}
+
+bool IsLive(const model::Node& n) { return n.status != is::kShuttingDown; }
+
+/// Orders surplus instances for removal: failed, then pending, then newest running.
+int RemovalRank(const model::Node& n) {
+  if (n.status == is::kFailure) return 0;
+  if (n.status == is::kPending) return 1;
+  return 2;
+}
+
+/// Brings each group's live count to its target (active transitions).
+void Scale(Work& w) {
+  const bool continuous = w.cluster.continuous();
+  for (const auto& name : w.cluster.groups_deleting) {
+    for (size_t i = 0; i < w.nodes.size(); ++i) {
+      if (w.nodes[i].group == name) w.shutDown(i, "its instance group is being deleted");
+    }
+  }
+  for (const auto& g : w.cluster.groups) {
+    std::vector<size_t> live;
+    for (size_t i = 0; i < w.nodes.size(); ++i) {
+      if (w.nodes[i].group != g.name || !IsLive(w.nodes[i])) continue;
+      if (continuous && w.nodes[i].status == is::kFailure) {
+        w.shutDown(i, "replacing a failed instance (Continuous provisioning)");
+        continue;
+      }
+      live.push_back(i);
+    }
+    const int have = static_cast<int>(live.size());
+    if (have < g.target_count) {
+      if (!continuous && w.cluster.status == cs::kFailed) continue;
+      for (int k = have; k < g.target_count; ++k) w.addNode(g);
+    } else if (have > g.target_count) {
+      std::stable_sort(live.begin(), live.end(), [&](size_t a, size_t b) {
+        int ra = RemovalRank(w.nodes[a]), rb = RemovalRank(w.nodes[b]);
+        if (ra != rb) return ra < rb;
+        return w.nodes[a].launch_time > w.nodes[b].launch_time;
+      });
+      for (int k = 0; k < have - g.target_count; ++k) {
+        w.shutDown(live[k], absl::StrCat("scaling group ", g.name, " down to ", g.target_count));
+      }
+    }
+  }
+}
+
+/// The first failed instance of the declared groups, if any.
+const model::Node* FirstFailure(const Work& w) {
+  for (const auto& n : w.nodes) {
+    if (n.status == is::kFailure && w.cluster.group(n.group)) return &n;
+  }
+  return nullptr;
+}
+
+bool AllGroupsReady(const Work& w) {
+  for (const auto& g : w.cluster.groups) {
+    int running = 0;
+    for (const auto& n : w.nodes) {
+      if (n.group == g.name && n.status == is::kRunning) ++running;
+    }
+    if (running != g.target_count) return false;
+  }
+  return true;
+}
+
+bool InFlight(const Work& w) {
+  for (const auto& n : w.nodes) {
+    if (n.status == is::kPending || n.status == is::kShuttingDown) return true;
+  }
+  return !w.plan.launches.empty() || !w.plan.terminations.empty() ||
+         !w.cluster.groups_deleting.empty();
+}
+
+void SetClusterStatus(Work& w, const char* status, const std::string& failure = "") {
+  if (w.cluster.status == status) return;
+  w.cluster.status = status;
+  if (!failure.empty()) w.cluster.failure_message = failure;
+  const char* level = w.cluster.status == cs::kFailed ? "Error" : "Info";
+  json meta;
+  if (!failure.empty()) meta = json{{"Cluster", {{"FailureMessage", failure}}}};
+  w.event("Cluster", level,
+          absl::StrCat("Cluster ", w.cluster.name, " is ", status,
+                       failure.empty() ? "" : absl::StrCat(": ", failure)),
+          "", "", meta);
+}
+
+/// Rolls a failed update back: groups shrink to the instances that run.
+void RollBack(Work& w, const model::Node& failed) {
+  const std::string why =
+      absl::StrCat("Instance ", failed.instance_id, " in group ", failed.group,
+                   " failed: ", failed.message);
+  w.cluster.failure_message = why;
+  for (auto& g : w.cluster.groups) {
+    int keep = 0;
+    for (const auto& n : w.nodes) {
+      if (n.group == g.name && n.status == is::kRunning) ++keep;
+    }
+    if (keep < g.target_count) {
+      w.event("InstanceGroup", "Error",
+              absl::StrCat("Scaling group ", g.name, " to ", g.target_count,
+                           " failed; rolled back to ", keep, ": ", why),
+              g.name, "",
+              json{{"InstanceGroupScaling",
+                    {{"InstanceCount", keep}, {"TargetCount", g.target_count},
+                     {"FailureMessage", why}}}});
+      g.target_count = keep;
+      g.spec["InstanceCount"] = keep;
+    }
+  }
+  SetClusterStatus(w, cs::kRollingBack);
+}
+
+void Finish(Work& w) {
+  // Erase records of instances the provider no longer has.
+  std::map<std::string, bool> reported;
+  for (const auto& o : w.snap.instances) reported[o.instance_id] = true;
+  std::vector<model::Node> kept;
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    const auto& n = w.nodes[i];
+    if (n.status == is::kShuttingDown && !reported.count(n.instance_id) &&
+        w.expected[i] != store::kMustNotExist) {
+      bool asked_now = std::find(w.plan.terminations.begin(), w.plan.terminations.end(),
+                                 n.instance_id) != w.plan.terminations.end();
+      if (!asked_now) {
+        w.plan.writes.nodes.push_back({n, w.expected[i], /*erase=*/true});
+        w.event("Instance", "Info", absl::StrCat("Instance ", n.instance_id, " terminated"),
+                n.group, n.instance_id);
+        continue;
+      }
+    }
+    if (w.dirty[i]) w.plan.writes.nodes.push_back({n, w.expected[i], false});
+    kept.push_back(n);
+  }
+  w.nodes = std::move(kept);
+}
+
+}  // namespace
+
+ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids) {
+  Work w(snapshot, now, ids);
+  Observe(w);
+
+  if (w.cluster.status == cs::kDeleting) {
+    for (size_t i = 0; i < w.nodes.size(); ++i) w.shutDown(i, "the cluster is being deleted");
+    Finish(w);
+    if (w.nodes.empty() && snapshot.instances.empty()) {
+      w.plan.writes.events.clear();  // erased with the cluster
+      w.plan.writes.clusters.push_back({w.cluster, snapshot.cluster.revision, /*erase=*/true});
+    } else {
+      w.plan.writes.clusters.push_back({w.cluster, snapshot.cluster.revision, false});
+    }
+    return std::move(w.plan);
+  }
+
+  // Finished group deletions leave the cluster.
+  std::vector<std::string> still_deleting;
+  for (const auto& name : w.cluster.groups_deleting) {
+    bool any = false;
+    for (const auto& n : w.nodes) any = any || n.group == name;
+    for (const auto& o : snapshot.instances) {
+      for (const auto& n : snapshot.nodes) {
+        any = any || (n.instance_id == o.instance_id && n.group == name);
+      }
+    }
+    if (any) {
+      still_deleting.push_back(name);
+    } else {
+      w.event("InstanceGroup", "Info", absl::StrCat("Instance group ", name, " deleted"), name);
+    }
+  }
+  w.cluster.groups_deleting = still_deleting;
+
+  const model::Node* failure = FirstFailure(w);
+  const bool continuous = w.cluster.continuous();
+  if (failure && !continuous && w.cluster.status == cs::kCreating) {
+    SetClusterStatus(w, cs::kFailed,
+                     absl::StrCat("Instance ", failure->instance_id, " in group ", failure->group,
+                                  " failed to provision: ", failure->message));
+  } else if (failure && !continuous && w.cluster.status == cs::kUpdating) {
+    RollBack(w, *failure);
+  }
+  if (w.cluster.status != cs::kFailed) Scale(w);
+  Finish(w);
+
+  const bool in_flight = InFlight(w);
+  if (w.cluster.status == cs::kCreating || w.cluster.status == cs::kUpdating ||
+      w.cluster.status == cs::kRollingBack) {
+    if (!in_flight && AllGroupsReady(w)) SetClusterStatus(w, cs::kInService);
+  }
+  if (w.cluster.status != snapshot.cluster.status ||
+      w.cluster.failure_message != snapshot.cluster.failure_message ||
+      w.cluster.groups_deleting != snapshot.cluster.groups_deleting ||
+      w.cluster.groups.size() != snapshot.cluster.groups.size() ||
+      !std::equal(w.cluster.groups.begin(), w.cluster.groups.end(),
+                  snapshot.cluster.groups.begin(),
+                  [](const auto& a, const auto& b) { return a.target_count == b.target_count; })) {
+    w.plan.writes.clusters.push_back({w.cluster, snapshot.cluster.revision, false});
+  } else if (!w.plan.writes.empty()) {
+    // Node writes are fenced by the cluster's revision: an API update in between makes
+    // this plan stale, and the commit fails instead of acting on an old declaration.
+    w.plan.writes.clusters.push_back({w.cluster, snapshot.cluster.revision, false});
+  }
+  w.plan.settled = !in_flight && (w.cluster.status == cs::kInService ||
+                                  w.cluster.status == cs::kFailed);
+  return std::move(w.plan);
+}
+
+}  // namespace hf::control

@@ -1,0 +1,181 @@
+#include "hyperfleet/provider/fake_provider.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace hf::provider {
+namespace {
+
+using nlohmann::json;
+
+// Addresses in 10.1.0.0/16 in launch order, as a VPC subnet would hand them out.
+std::string AddressFor(unsigned n) {
+  return absl::StrCat("10.1.", (n / 250) % 250, ".", n % 250 + 4);
+}
+
+std::string HostnameFor(const std::string& ip) {
+  std::string h = "ip-" + ip;
+  for (char& c : h) {
+    if (c == '.') c = '-';
+  }
+  return h;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<FakeProvider>> FakeProvider::Create(const Clock& clock,
+                                                             Options options) {
+  auto p = std::unique_ptr<FakeProvider>(new FakeProvider(clock, std::move(options)));
+  HF_RETURN_IF_ERROR(p->load());
+  return p;
+}
+
+Status FakeProvider::launch(const InstanceSpec& spec) {
+  std::lock_guard lock(mu_);
+  if (records_.count(spec.instance_id)) return absl::OkStatus();  // idempotent
+  Record r;
+  r.spec = spec;
+  r.launched = clock_.now();
+  r.private_ip = AddressFor(next_ip_++);
+  for (const std::string& key : {spec.group, std::string()}) {
+    auto it = fail_next_.find(key);
+    if (it != fail_next_.end() && it->second.first > 0) {
+      r.failure = it->second.second;
+      if (--it->second.first == 0) fail_next_.erase(it);
+      break;
+    }
+  }
+  records_.emplace(spec.instance_id, std::move(r));
+  return saveLocked();
+}
+
+Status FakeProvider::terminate(std::string_view instance_id) {
+  std::lock_guard lock(mu_);
+  auto it = records_.find(std::string(instance_id));
+  if (it == records_.end() || it->second.terminated) return absl::OkStatus();
+  it->second.terminated = clock_.now();
+  return saveLocked();
+}
+
+StatusOr<std::vector<InstanceObservation>> FakeProvider::list(std::string_view cluster_id) {
+  std::lock_guard lock(mu_);
+  const SystemTime now = clock_.now();
+  expireLocked(now);
+  std::vector<InstanceObservation> out;
+  for (const auto& [id, r] : records_) {
+    if (r.spec.cluster_id != cluster_id) continue;
+    InstanceObservation o;
+    o.instance_id = id;
+    o.cluster_id = r.spec.cluster_id;
+    if (r.terminated) {
+      o.state = InstanceState::kTerminating;
+    } else if (now - r.launched < options_.boot_delay) {
+      o.state = InstanceState::kPending;
+    } else if (!r.failure.empty()) {
+      o.state = InstanceState::kFailed;
+      o.message = r.failure;
+    } else {
+      o.state = InstanceState::kRunning;
+    }
+    if (o.state != InstanceState::kPending) {
+      o.private_ip = r.private_ip;
+      o.hostname = HostnameFor(r.private_ip);
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void FakeProvider::failNextLaunchesForTest(const std::string& group, int count,
+                                           const std::string& message) {
+  std::lock_guard lock(mu_);
+  fail_next_[group] = {count, message};
+}
+
+void FakeProvider::killForTest(const std::string& instance_id) {
+  std::lock_guard lock(mu_);
+  records_.erase(instance_id);
+  (void)saveLocked();
+}
+
+size_t FakeProvider::sizeForTest() const {
+  std::lock_guard lock(mu_);
+  return records_.size();
+}
+
+void FakeProvider::expireLocked(SystemTime now) {
+  bool changed = false;
+  for (auto it = records_.begin(); it != records_.end();) {
+    if (it->second.terminated && now - *it->second.terminated >= options_.terminate_delay) {
+      it = records_.erase(it);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  if (changed) (void)saveLocked();
+}
+
+Status FakeProvider::load() {
+  if (options_.state_file.empty()) return absl::OkStatus();
+  std::ifstream in(options_.state_file);
+  if (!in) return absl::OkStatus();  // first start
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  if (!j.is_object()) {
+    return absl::InternalError(
+        absl::StrCat("fake provider state ", options_.state_file, " is not valid JSON"));
+  }
+  next_ip_ = j.value("next_ip", 0u);
+  for (const auto& r : j.value("instances", json::array())) {
+    Record rec;
+    rec.spec.instance_id = r.value("instance_id", "");
+    rec.spec.cluster_id = r.value("cluster_id", "");
+    rec.spec.cluster_name = r.value("cluster_name", "");
+    rec.spec.group = r.value("group", "");
+    rec.spec.instance_type = r.value("instance_type", "");
+    rec.spec.lifecycle = r.value("lifecycle", json());
+    rec.launched = FromEpochSeconds(r.value("launched", 0.0));
+    if (r.contains("terminated")) rec.terminated = FromEpochSeconds(r["terminated"].get<double>());
+    rec.failure = r.value("failure", "");
+    rec.private_ip = r.value("private_ip", "");
+    if (!rec.spec.instance_id.empty()) records_.emplace(rec.spec.instance_id, std::move(rec));
+  }
+  return absl::OkStatus();
+}
+
+Status FakeProvider::saveLocked() const {
+  if (options_.state_file.empty()) return absl::OkStatus();
+  json instances = json::array();
+  for (const auto& [id, r] : records_) {
+    json o = {{"instance_id", id},
+              {"cluster_id", r.spec.cluster_id},
+              {"cluster_name", r.spec.cluster_name},
+              {"group", r.spec.group},
+              {"instance_type", r.spec.instance_type},
+              {"lifecycle", r.spec.lifecycle},
+              {"launched", ToEpochSeconds(r.launched)},
+              {"failure", r.failure},
+              {"private_ip", r.private_ip}};
+    if (r.terminated) o["terminated"] = ToEpochSeconds(*r.terminated);
+    instances.push_back(std::move(o));
+  }
+  // Write-then-rename so a crash leaves either the old or the new file, never half of one.
+  const std::string tmp = options_.state_file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json{{"next_ip", next_ip_}, {"instances", instances}}.dump();
+    out.flush();
+    if (!out) return absl::InternalError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), options_.state_file.c_str()) != 0) {
+    return absl::InternalError("cannot rename " + tmp);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hf::provider

@@ -1,0 +1,117 @@
+#include "store/migrations.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace hf::store {
+namespace {
+
+// Migration N brings the schema from version N-1 to N. Append only; never edit one that has
+// shipped.
+const std::vector<const char*>& Migrations() {
+  static const std::vector<const char*> kMigrations = {
+      // 1: clusters, nodes, events, tags and the revision counter.
+      R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO meta (key, value) VALUES ('revision', 0);
+CREATE TABLE clusters (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  arn TEXT NOT NULL UNIQUE,
+  status TEXT NOT NULL,
+  failure_message TEXT NOT NULL DEFAULT '',
+  creation_time REAL NOT NULL,
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX clusters_by_time ON clusters (creation_time, id);
+CREATE TABLE nodes (
+  instance_id TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL REFERENCES clusters (id),
+  logical_id TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  instance_type TEXT NOT NULL,
+  status TEXT NOT NULL,
+  message TEXT NOT NULL DEFAULT '',
+  launch_time REAL NOT NULL,
+  private_ip TEXT NOT NULL DEFAULT '',
+  hostname TEXT NOT NULL DEFAULT '',
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX nodes_by_time ON nodes (cluster_id, launch_time, instance_id);
+CREATE INDEX nodes_by_group ON nodes (cluster_id, group_name, instance_id);
+CREATE INDEX nodes_by_logical_id ON nodes (cluster_id, logical_id);
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  cluster_id TEXT NOT NULL,
+  group_name TEXT NOT NULL DEFAULT '',
+  instance_id TEXT NOT NULL DEFAULT '',
+  resource_type TEXT NOT NULL,
+  level TEXT NOT NULL,
+  time REAL NOT NULL,
+  description TEXT NOT NULL,
+  metadata TEXT NOT NULL
+);
+CREATE INDEX events_by_time ON events (cluster_id, time, seq);
+CREATE TABLE tags (
+  resource_arn TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (resource_arn, key)
+);
+)sql",
+  };
+  return kMigrations;
+}
+
+Status Exec(sqlite3* db, const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    Status s = absl::InternalError(absl::StrCat("schema migration failed: ", err ? err : "?"));
+    sqlite3_free(err);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+int UserVersion(sqlite3* db) {
+  sqlite3_stmt* s = nullptr;
+  int v = -1;
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW) {
+    v = sqlite3_column_int(s, 0);
+  }
+  sqlite3_finalize(s);
+  return v;
+}
+
+}  // namespace
+
+Status Migrate(sqlite3* db) {
+  int version = UserVersion(db);
+  if (version < 0) return absl::InternalError("cannot read the schema version");
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the state database has schema version ", version, "; this binary knows up to ",
+        kSchemaVersion, ". Use a newer hyperfleet."));
+  }
+  const auto& migrations = Migrations();
+  static_assert(kSchemaVersion >= 1);
+  for (int v = version; v < kSchemaVersion; ++v) {
+    HF_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+    Status s = Exec(db, migrations[v]);
+    if (s.ok()) s = Exec(db, absl::StrCat("PRAGMA user_version = ", v + 1));
+    if (!s.ok()) {
+      (void)Exec(db, "ROLLBACK");
+      return s;
+    }
+    HF_RETURN_IF_ERROR(Exec(db, "COMMIT"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hf::store

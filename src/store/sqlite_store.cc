@@ -1,0 +1,683 @@
+// SQLite implementation of hf::store::Store.
+//
+// One write connection (serialised by a mutex) and a pool of read connections; WAL mode lets
+// readers run while a write commits. synchronous=FULL so that an acknowledged commit survives
+// a kill -9 or power loss. Row revisions come from one monotonically increasing counter kept
+// in the `meta` table and bumped by every commit.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "hyperfleet/store/store.h"
+#include "store/migrations.h"
+
+namespace hf::store {
+namespace {
+
+using nlohmann::json;
+
+Status SqliteError(sqlite3* db, std::string_view what) {
+  return absl::InternalError(absl::StrCat("sqlite: ", std::string(what), ": ",
+                                          db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+/// A prepared statement, reset on release. Not thread-safe (owned by one connection user).
+class Stmt {
+ public:
+  explicit Stmt(sqlite3_stmt* s) : s_(s) {}
+  ~Stmt() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& bind(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  /// SQLITE_ROW, SQLITE_DONE or an error code.
+  int step() { return sqlite3_step(s_); }
+  std::string text(int col) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+    return p ? std::string(p, sqlite3_column_bytes(s_, col)) : std::string();
+  }
+  int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
+  double real(int col) const { return sqlite3_column_double(s_, col); }
+
+ private:
+  sqlite3_stmt* s_;
+};
+
+/// One SQLite connection with a statement cache.
+class Connection {
+ public:
+  static StatusOr<std::unique_ptr<Connection>> Open(const std::string& path, bool readonly) {
+    sqlite3* db = nullptr;
+    int flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+      Status s = SqliteError(db, "open " + path);
+      sqlite3_close(db);
+      return s;
+    }
+    auto conn = std::unique_ptr<Connection>(new Connection(db));
+    sqlite3_busy_timeout(db, 10000);
+    HF_RETURN_IF_ERROR(conn->exec("PRAGMA foreign_keys=ON"));
+    return conn;
+  }
+  ~Connection() {
+    for (auto& [sql, s] : cache_) sqlite3_finalize(s);
+    sqlite3_close(db_);
+  }
+
+  sqlite3* db() const { return db_; }
+
+  Status exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      Status s = absl::InternalError(absl::StrCat("sqlite: ", sql.substr(0, 60), ": ",
+                                                  err ? err : "error"));
+      sqlite3_free(err);
+      return s;
+    }
+    return absl::OkStatus();
+  }
+
+  /// A cached prepared statement for `sql`. Programming errors in SQL are fatal.
+  Stmt stmt(const std::string& sql) {
+    auto it = cache_.find(sql);
+    if (it == cache_.end()) {
+      sqlite3_stmt* s = nullptr;
+      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) !=
+          SQLITE_OK) {
+        // The SQL is ours: failing to prepare it is a broken invariant.
+        fprintf(stderr, "hyperfleet: bad SQL (%s): %s\n", sqlite3_errmsg(db_), sql.c_str());
+        abort();
+      }
+      it = cache_.emplace(sql, s).first;
+    }
+    return Stmt(it->second);
+  }
+
+ private:
+  explicit Connection(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+// ---- page tokens ------------------------------------------------------------------------
+// A NextToken is the hex of a small JSON document {"k": <sort key>, "i": <tie-breaker>}:
+// keyset pagination, stable under concurrent inserts.
+
+std::string EncodeToken(const json& key, const std::string& tie) {
+  std::string raw = json{{"k", key}, {"i", tie}}.dump();
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+struct Token {
+  json key;
+  std::string tie;
+};
+
+StatusOr<Token> DecodeToken(const std::string& token, bool numeric_key) {
+  auto bad = [] { return absl::InvalidArgumentError("Invalid pagination token (NextToken)."); };
+  if (token.size() % 2 != 0 || token.size() > 8192) return bad();
+  std::string raw;
+  raw.reserve(token.size() / 2);
+  for (size_t i = 0; i < token.size(); i += 2) {
+    auto nib = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = nib(token[i]), lo = nib(token[i + 1]);
+    if (hi < 0 || lo < 0) return bad();
+    raw.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  json j = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("k") || !j.contains("i") || !j["i"].is_string()) {
+    return bad();
+  }
+  if (numeric_key ? !j["k"].is_number() : !j["k"].is_string()) return bad();
+  return Token{j["k"], j["i"].get<std::string>()};
+}
+
+// ---- row codecs -------------------------------------------------------------------------
+
+std::string ClusterBody(const model::Cluster& c) {
+  json groups = json::array();
+  for (const auto& g : c.groups) groups.push_back(g.spec);
+  return json{{"spec", c.spec}, {"groups", groups}, {"groups_deleting", c.groups_deleting}}
+      .dump();
+}
+
+constexpr const char* kClusterCols =
+    "id, name, arn, status, failure_message, creation_time, revision, body";
+
+model::Cluster ReadCluster(const Stmt& s) {
+  model::Cluster c;
+  c.id = s.text(0);
+  c.name = s.text(1);
+  c.arn = s.text(2);
+  c.status = s.text(3);
+  c.failure_message = s.text(4);
+  c.creation_time = FromEpochSeconds(s.real(5));
+  c.revision = s.int64(6);
+  json body = json::parse(s.text(7), nullptr, false);
+  if (body.is_object()) {
+    c.spec = body.value("spec", json::object());
+    for (const auto& g : body.value("groups", json::array())) {
+      model::InstanceGroup ig;
+      ig.spec = g;
+      ig.name = g.value("InstanceGroupName", "");
+      ig.instance_type = g.value("InstanceType", "");
+      ig.target_count = g.value("InstanceCount", 0);
+      c.groups.push_back(std::move(ig));
+    }
+    c.groups_deleting = body.value("groups_deleting", std::vector<std::string>{});
+  }
+  return c;
+}
+
+constexpr const char* kNodeCols =
+    "cluster_id, instance_id, logical_id, group_name, instance_type, status, message, "
+    "launch_time, private_ip, hostname, revision, body";
+
+model::Node ReadNode(const Stmt& s) {
+  model::Node n;
+  n.cluster_id = s.text(0);
+  n.instance_id = s.text(1);
+  n.logical_id = s.text(2);
+  n.group = s.text(3);
+  n.instance_type = s.text(4);
+  n.status = s.text(5);
+  n.message = s.text(6);
+  n.launch_time = FromEpochSeconds(s.real(7));
+  n.private_ip = s.text(8);
+  n.hostname = s.text(9);
+  n.revision = s.int64(10);
+  json body = json::parse(s.text(11), nullptr, false);
+  if (body.is_object()) {
+    n.lifecycle = body.value("lifecycle", json());
+    n.spec_extras = body.value("extras", json::object());
+  }
+  return n;
+}
+
+constexpr const char* kEventCols =
+    "seq, id, cluster_id, group_name, instance_id, resource_type, level, time, description, "
+    "metadata";
+
+model::Event ReadEvent(const Stmt& s) {
+  model::Event e;
+  e.seq = s.int64(0);
+  e.id = s.text(1);
+  e.cluster_id = s.text(2);
+  e.group = s.text(3);
+  e.instance_id = s.text(4);
+  e.resource_type = s.text(5);
+  e.level = s.text(6);
+  e.time = FromEpochSeconds(s.real(7));
+  e.description = s.text(8);
+  e.metadata = json::parse(s.text(9), nullptr, false);
+  if (e.metadata.is_discarded()) e.metadata = json();
+  return e;
+}
+
+/// LIKE pattern matching `needle` anywhere, with LIKE's wildcards escaped.
+std::string ContainsPattern(const std::string& needle) {
+  std::string p = "%";
+  for (char c : needle) {
+    if (c == '%' || c == '_' || c == '\\') p.push_back('\\');
+    p.push_back(c);
+  }
+  p.push_back('%');
+  return p;
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(std::string path) : path_(std::move(path)) {}
+
+  Status open() {
+    HF_ASSIGN_OR_RETURN(writer_, Connection::Open(path_, /*readonly=*/false));
+    in_memory_ = path_ == ":memory:";
+    if (!in_memory_) {
+      HF_RETURN_IF_ERROR(writer_->exec("PRAGMA journal_mode=WAL"));
+    }
+    HF_RETURN_IF_ERROR(writer_->exec("PRAGMA synchronous=FULL"));
+    return Migrate(writer_->db());
+  }
+
+  // hf::store::Store
+  StatusOr<int64_t> commit(const WriteBatch& batch) override {
+    std::lock_guard lock(write_mu_);
+    Connection& c = *writer_;
+    HF_RETURN_IF_ERROR(c.exec("BEGIN IMMEDIATE"));
+    auto result = apply(c, batch);
+    if (!result.ok()) {
+      (void)c.exec("ROLLBACK");
+      return result.status();
+    }
+    Status s = c.exec("COMMIT");
+    if (!s.ok()) {
+      (void)c.exec("ROLLBACK");
+      return s;
+    }
+    return result;
+  }
+
+  StatusOr<model::Cluster> cluster(const std::string& name_or_arn) override {
+    return withReader([&](Connection& c) -> StatusOr<model::Cluster> {
+      auto s = c.stmt(absl::StrCat("SELECT ", kClusterCols,
+                                   " FROM clusters WHERE id = ?1 OR name = ?1 OR arn = ?1"));
+      s.bind(1, name_or_arn);
+      int rc = s.step();
+      if (rc == SQLITE_ROW) return ReadCluster(s);
+      if (rc == SQLITE_DONE) {
+        return absl::NotFoundError(absl::StrCat("Cluster ", name_or_arn, " not found"));
+      }
+      return SqliteError(c.db(), "read cluster");
+    });
+  }
+
+  StatusOr<std::vector<model::Cluster>> allClusters() override {
+    return withReader([&](Connection& c) -> StatusOr<std::vector<model::Cluster>> {
+      auto s = c.stmt(absl::StrCat("SELECT ", kClusterCols, " FROM clusters ORDER BY id"));
+      std::vector<model::Cluster> out;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) out.push_back(ReadCluster(s));
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list clusters");
+      return out;
+    });
+  }
+
+  StatusOr<Page<model::Cluster>> listClusters(const ClusterQuery& q) override {
+    const bool by_time = q.sort_by == SortBy::kCreationTime;
+    const char* key_col = by_time ? "creation_time" : "name";
+    const char* op = q.descending ? "<" : ">";
+    const char* dir = q.descending ? "DESC" : "ASC";
+    std::optional<Token> token;
+    if (!q.page_token.empty()) {
+      HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, by_time));
+    }
+    std::string sql = absl::StrCat(
+        "SELECT ", kClusterCols, " FROM clusters WHERE creation_time > ?1 AND creation_time < ?2",
+        " AND name LIKE ?3 ESCAPE '\\'",
+        token ? absl::StrCat(" AND (", key_col, ", id) ", op, " (?4, ?5)") : "", " ORDER BY ",
+        key_col, " ", dir, ", id ", dir, " LIMIT ?6");
+    return withReader([&](Connection& c) -> StatusOr<Page<model::Cluster>> {
+      auto s = c.stmt(sql);
+      s.bind(1, q.created_after ? ToEpochSeconds(*q.created_after) : -1e18);
+      s.bind(2, q.created_before ? ToEpochSeconds(*q.created_before) : 1e18);
+      s.bind(3, ContainsPattern(q.name_contains));
+      if (token) {
+        if (by_time) {
+          s.bind(4, token->key.get<double>());
+        } else {
+          s.bind(4, token->key.get<std::string>());
+        }
+        s.bind(5, token->tie);
+      }
+      s.bind(6, static_cast<int64_t>(q.limit) + 1);
+      Page<model::Cluster> page;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadCluster(s));
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list clusters");
+      if (static_cast<int>(page.items.size()) > q.limit) {
+        page.items.resize(q.limit);
+        const auto& last = page.items.back();
+        page.next_token = by_time ? EncodeToken(ToEpochSeconds(last.creation_time), last.id)
+                                  : EncodeToken(last.name, last.id);
+      }
+      return page;
+    });
+  }
+
+  StatusOr<std::vector<model::Node>> nodes(const std::string& cluster_id) override {
+    return withReader([&](Connection& c) -> StatusOr<std::vector<model::Node>> {
+      auto s = c.stmt(absl::StrCat("SELECT ", kNodeCols,
+                                   " FROM nodes WHERE cluster_id = ?1 ORDER BY launch_time, "
+                                   "instance_id"));
+      s.bind(1, cluster_id);
+      std::vector<model::Node> out;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) out.push_back(ReadNode(s));
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list nodes");
+      return out;
+    });
+  }
+
+  StatusOr<Page<model::Node>> listNodes(const std::string& cluster_id,
+                                        const NodeQuery& q) override {
+    const bool by_time = q.sort_by == SortBy::kCreationTime;
+    // NAME orders nodes by instance group name, then instance id.
+    const char* key_col = by_time ? "launch_time" : "group_name";
+    const char* op = q.descending ? "<" : ">";
+    const char* dir = q.descending ? "DESC" : "ASC";
+    std::optional<Token> token;
+    if (!q.page_token.empty()) {
+      HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, by_time));
+    }
+    std::string sql = absl::StrCat(
+        "SELECT ", kNodeCols,
+        " FROM nodes WHERE cluster_id = ?1 AND launch_time > ?2 AND launch_time < ?3",
+        q.group_contains.empty() ? "" : " AND group_name LIKE ?4 ESCAPE '\\'",
+        token ? absl::StrCat(" AND (", key_col, ", instance_id) ", op, " (?5, ?6)") : "",
+        " ORDER BY ", key_col, " ", dir, ", instance_id ", dir, " LIMIT ?7");
+    return withReader([&](Connection& c) -> StatusOr<Page<model::Node>> {
+      auto s = c.stmt(sql);
+      s.bind(1, cluster_id);
+      s.bind(2, q.created_after ? ToEpochSeconds(*q.created_after) : -1e18);
+      s.bind(3, q.created_before ? ToEpochSeconds(*q.created_before) : 1e18);
+      if (!q.group_contains.empty()) s.bind(4, ContainsPattern(q.group_contains));
+      if (token) {
+        if (by_time) {
+          s.bind(5, token->key.get<double>());
+        } else {
+          s.bind(5, token->key.get<std::string>());
+        }
+        s.bind(6, token->tie);
+      }
+      s.bind(7, static_cast<int64_t>(q.limit) + 1);
+      Page<model::Node> page;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadNode(s));
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list nodes");
+      if (static_cast<int>(page.items.size()) > q.limit) {
+        page.items.resize(q.limit);
+        const auto& last = page.items.back();
+        page.next_token = by_time ? EncodeToken(ToEpochSeconds(last.launch_time), last.instance_id)
+                                  : EncodeToken(last.group, last.instance_id);
+      }
+      return page;
+    });
+  }
+
+  StatusOr<model::Node> node(const std::string& cluster_id, const std::string& id) override {
+    return withReader([&](Connection& c) -> StatusOr<model::Node> {
+      auto s = c.stmt(absl::StrCat(
+          "SELECT ", kNodeCols,
+          " FROM nodes WHERE cluster_id = ?1 AND (instance_id = ?2 OR logical_id = ?2)"));
+      s.bind(1, cluster_id).bind(2, id);
+      int rc = s.step();
+      if (rc == SQLITE_ROW) return ReadNode(s);
+      if (rc == SQLITE_DONE) {
+        return absl::NotFoundError(absl::StrCat("Node ", id, " not found in the cluster"));
+      }
+      return SqliteError(c.db(), "read node");
+    });
+  }
+
+  StatusOr<Page<model::Event>> listEvents(const std::string& cluster_id,
+                                          const EventQuery& q) override {
+    std::optional<Token> token;
+    if (!q.page_token.empty()) {
+      HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, /*numeric_key=*/true));
+    }
+    const char* op = q.descending ? "<" : ">";
+    const char* dir = q.descending ? "DESC" : "ASC";
+    std::string sql = absl::StrCat(
+        "SELECT ", kEventCols,
+        " FROM events WHERE cluster_id = ?1 AND time > ?2 AND time < ?3",
+        q.group.empty() ? "" : " AND group_name = ?4",
+        q.instance_id.empty() ? "" : " AND instance_id = ?5",
+        q.resource_type.empty() ? "" : " AND resource_type = ?6",
+        token ? absl::StrCat(" AND (time, seq) ", op, " (?7, ?8)") : "", " ORDER BY time ", dir,
+        ", seq ", dir, " LIMIT ?9");
+    return withReader([&](Connection& c) -> StatusOr<Page<model::Event>> {
+      auto s = c.stmt(sql);
+      s.bind(1, cluster_id);
+      s.bind(2, q.after ? ToEpochSeconds(*q.after) : -1e18);
+      s.bind(3, q.before ? ToEpochSeconds(*q.before) : 1e18);
+      if (!q.group.empty()) s.bind(4, q.group);
+      if (!q.instance_id.empty()) s.bind(5, q.instance_id);
+      if (!q.resource_type.empty()) s.bind(6, q.resource_type);
+      if (token) {
+        s.bind(7, token->key.get<double>());
+        int64_t seq = 0;
+        if (!absl::SimpleAtoi(token->tie, &seq)) {
+          return absl::InvalidArgumentError("Invalid pagination token (NextToken).");
+        }
+        s.bind(8, seq);
+      }
+      s.bind(9, static_cast<int64_t>(q.limit) + 1);
+      Page<model::Event> page;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadEvent(s));
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list events");
+      if (static_cast<int>(page.items.size()) > q.limit) {
+        page.items.resize(q.limit);
+        const auto& last = page.items.back();
+        page.next_token = EncodeToken(ToEpochSeconds(last.time), std::to_string(last.seq));
+      }
+      return page;
+    });
+  }
+
+  StatusOr<model::Event> event(const std::string& cluster_id, const std::string& id) override {
+    return withReader([&](Connection& c) -> StatusOr<model::Event> {
+      auto s = c.stmt(absl::StrCat("SELECT ", kEventCols,
+                                   " FROM events WHERE cluster_id = ?1 AND id = ?2"));
+      s.bind(1, cluster_id).bind(2, id);
+      int rc = s.step();
+      if (rc == SQLITE_ROW) return ReadEvent(s);
+      if (rc == SQLITE_DONE) {
+        return absl::NotFoundError(absl::StrCat("Event ", id, " not found"));
+      }
+      return SqliteError(c.db(), "read event");
+    });
+  }
+
+  StatusOr<std::vector<model::Tag>> tags(const std::string& resource_arn) override {
+    return withReader([&](Connection& c) -> StatusOr<std::vector<model::Tag>> {
+      auto s = c.stmt("SELECT key, value FROM tags WHERE resource_arn = ?1 ORDER BY key");
+      s.bind(1, resource_arn);
+      std::vector<model::Tag> out;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) out.push_back({s.text(0), s.text(1)});
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list tags");
+      return out;
+    });
+  }
+
+ private:
+  /// Runs `fn` with a read connection from the pool (the writer for in-memory stores).
+  template <class Fn>
+  auto withReader(Fn&& fn) -> decltype(fn(std::declval<Connection&>())) {
+    if (in_memory_) {
+      std::lock_guard lock(write_mu_);
+      return fn(*writer_);
+    }
+    std::unique_ptr<Connection> conn;
+    {
+      std::lock_guard lock(pool_mu_);
+      if (!readers_.empty()) {
+        conn = std::move(readers_.back());
+        readers_.pop_back();
+      }
+    }
+    if (!conn) {
+      auto opened = Connection::Open(path_, /*readonly=*/true);
+      if (!opened.ok()) return opened.status();
+      conn = std::move(opened).value();
+    }
+    // Each read is its own implicit transaction: a consistent snapshot per call.
+    auto result = fn(*conn);
+    {
+      std::lock_guard lock(pool_mu_);
+      if (readers_.size() < 64) readers_.push_back(std::move(conn));
+    }
+    return result;
+  }
+
+  /// Revision of a row, or kMustNotExist when absent.
+  StatusOr<int64_t> rowRevision(Connection& c, const char* table, const char* key_col,
+                                const std::string& key) {
+    auto s = c.stmt(absl::StrCat("SELECT revision FROM ", table, " WHERE ", key_col, " = ?1"));
+    s.bind(1, key);
+    int rc = s.step();
+    if (rc == SQLITE_ROW) return s.int64(0);
+    if (rc == SQLITE_DONE) return kMustNotExist;
+    return SqliteError(c.db(), "read revision");
+  }
+
+  Status checkRevision(Connection& c, const char* table, const char* key_col,
+                       const std::string& key, int64_t expected, const char* what) {
+    HF_ASSIGN_OR_RETURN(int64_t actual, rowRevision(c, table, key_col, key));
+    if (actual == expected) return absl::OkStatus();
+    if (expected == kMustNotExist) {
+      return absl::FailedPreconditionError(absl::StrCat(what, " ", key, " already exists"));
+    }
+    if (actual == kMustNotExist) {
+      return absl::FailedPreconditionError(absl::StrCat(what, " ", key, " no longer exists"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " ", key, " was modified concurrently (revision ", actual, ", expected ",
+        expected, ")"));
+  }
+
+  Status stepDone(Connection& c, Stmt& s, const char* what) {
+    int rc = s.step();
+    if (rc == SQLITE_DONE) return absl::OkStatus();
+    if (rc == SQLITE_CONSTRAINT) {
+      return absl::AlreadyExistsError(absl::StrCat(what, ": ", sqlite3_errmsg(c.db())));
+    }
+    return SqliteError(c.db(), what);
+  }
+
+  StatusOr<int64_t> apply(Connection& c, const WriteBatch& b) {
+    int64_t rev;
+    {
+      auto s = c.stmt("UPDATE meta SET value = value + 1 WHERE key = 'revision' RETURNING value");
+      if (s.step() != SQLITE_ROW) return SqliteError(c.db(), "bump revision");
+      rev = s.int64(0);
+    }
+    for (const auto& w : b.clusters) {
+      const auto& cl = w.cluster;
+      HF_RETURN_IF_ERROR(
+          checkRevision(c, "clusters", "id", cl.id, w.expected_revision, "Cluster"));
+      if (w.erase) {
+        for (const char* sql :
+             {"DELETE FROM nodes WHERE cluster_id = ?1", "DELETE FROM events WHERE cluster_id = ?1",
+              "DELETE FROM clusters WHERE id = ?1"}) {
+          auto s = c.stmt(sql);
+          s.bind(1, cl.id);
+          HF_RETURN_IF_ERROR(stepDone(c, s, "delete cluster"));
+        }
+        auto s = c.stmt("DELETE FROM tags WHERE resource_arn = ?1");
+        s.bind(1, cl.arn);
+        HF_RETURN_IF_ERROR(stepDone(c, s, "delete tags"));
+        continue;
+      }
+      if (w.expected_revision == kMustNotExist) {
+        // Name uniqueness is checked here so the error names the cluster (ResourceInUse).
+        auto q = c.stmt("SELECT 1 FROM clusters WHERE name = ?1");
+        q.bind(1, cl.name);
+        if (q.step() == SQLITE_ROW) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("Cluster with name ", cl.name, " already exists"));
+        }
+      }
+      auto s = c.stmt(
+          "INSERT INTO clusters (id, name, arn, status, failure_message, creation_time, "
+          "revision, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
+          "name = excluded.name, arn = excluded.arn, status = excluded.status, "
+          "failure_message = excluded.failure_message, creation_time = excluded.creation_time, "
+          "revision = excluded.revision, body = excluded.body");
+      s.bind(1, cl.id).bind(2, cl.name).bind(3, cl.arn).bind(4, cl.status);
+      s.bind(5, cl.failure_message).bind(6, ToEpochSeconds(cl.creation_time)).bind(7, rev);
+      s.bind(8, ClusterBody(cl));
+      HF_RETURN_IF_ERROR(stepDone(c, s, "write cluster"));
+    }
+    for (const auto& w : b.nodes) {
+      const auto& n = w.node;
+      HF_RETURN_IF_ERROR(
+          checkRevision(c, "nodes", "instance_id", n.instance_id, w.expected_revision, "Node"));
+      if (w.erase) {
+        auto s = c.stmt("DELETE FROM nodes WHERE instance_id = ?1");
+        s.bind(1, n.instance_id);
+        HF_RETURN_IF_ERROR(stepDone(c, s, "delete node"));
+        continue;
+      }
+      auto s = c.stmt(
+          "INSERT INTO nodes (cluster_id, instance_id, logical_id, group_name, instance_type, "
+          "status, message, launch_time, private_ip, hostname, revision, body) VALUES "
+          "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT(instance_id) DO "
+          "UPDATE SET cluster_id = excluded.cluster_id, logical_id = excluded.logical_id, "
+          "group_name = excluded.group_name, instance_type = excluded.instance_type, "
+          "status = excluded.status, message = excluded.message, "
+          "launch_time = excluded.launch_time, private_ip = excluded.private_ip, "
+          "hostname = excluded.hostname, revision = excluded.revision, body = excluded.body");
+      s.bind(1, n.cluster_id).bind(2, n.instance_id).bind(3, n.logical_id).bind(4, n.group);
+      s.bind(5, n.instance_type).bind(6, n.status).bind(7, n.message);
+      s.bind(8, ToEpochSeconds(n.launch_time)).bind(9, n.private_ip).bind(10, n.hostname);
+      s.bind(11, rev);
+      s.bind(12, json{{"lifecycle", n.lifecycle}, {"extras", n.spec_extras}}.dump());
+      HF_RETURN_IF_ERROR(stepDone(c, s, "write node"));
+    }
+    for (const auto& e : b.events) {
+      auto s = c.stmt(
+          "INSERT INTO events (id, cluster_id, group_name, instance_id, resource_type, level, "
+          "time, description, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+      s.bind(1, e.id).bind(2, e.cluster_id).bind(3, e.group).bind(4, e.instance_id);
+      s.bind(5, e.resource_type).bind(6, e.level).bind(7, ToEpochSeconds(e.time));
+      s.bind(8, e.description).bind(9, e.metadata.dump());
+      HF_RETURN_IF_ERROR(stepDone(c, s, "append event"));
+    }
+    for (const auto& t : b.tags) {
+      for (const auto& tag : t.put) {
+        auto s = c.stmt(
+            "INSERT INTO tags (resource_arn, key, value) VALUES (?1, ?2, ?3) "
+            "ON CONFLICT(resource_arn, key) DO UPDATE SET value = excluded.value");
+        s.bind(1, t.resource_arn).bind(2, tag.key).bind(3, tag.value);
+        HF_RETURN_IF_ERROR(stepDone(c, s, "put tag"));
+      }
+      for (const auto& key : t.erase_keys) {
+        auto s = c.stmt("DELETE FROM tags WHERE resource_arn = ?1 AND key = ?2");
+        s.bind(1, t.resource_arn).bind(2, key);
+        HF_RETURN_IF_ERROR(stepDone(c, s, "delete tag"));
+      }
+    }
+    return rev;
+  }
+
+  std::string path_;
+  bool in_memory_ = false;
+  std::mutex write_mu_;  // serialises commits (and all access for in-memory stores)
+  std::unique_ptr<Connection> writer_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> readers_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+  auto store = std::make_unique<SqliteStore>(path);
+  HF_RETURN_IF_ERROR(store->open());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace hf::store
