@@ -43,6 +43,7 @@ CREATE TABLE nodes (
 );
 CREATE INDEX nodes_by_time ON nodes (cluster_id, launch_time, instance_id);
 CREATE INDEX nodes_by_group ON nodes (cluster_id, group_name, instance_id);
+CREATE INDEX nodes_by_status ON nodes (cluster_id, group_name, status);
 CREATE INDEX nodes_by_logical_id ON nodes (cluster_id, logical_id);
 CREATE TABLE events (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,

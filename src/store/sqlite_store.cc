@@ -416,6 +416,36 @@ class SqliteStore final : public Store {
     });
   }
 
+  StatusOr<std::map<std::string, GroupCounts>> groupCounts(
+      const std::string& cluster_id) override {
+    return withReader([&](Connection& c) -> StatusOr<std::map<std::string, GroupCounts>> {
+      auto s = c.stmt(
+          "SELECT group_name, status, COUNT(*) FROM nodes WHERE cluster_id = ?1 "
+          "GROUP BY group_name, status");
+      s.bind(1, cluster_id);
+      std::map<std::string, GroupCounts> out;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) {
+        GroupCounts& g = out[s.text(0)];
+        const std::string status = s.text(1);
+        const int n = static_cast<int>(s.int64(2));
+        if (status == model::instance_status::kRunning) {
+          g.running += n;
+        } else if (status == model::instance_status::kPending) {
+          g.pending += n;
+        } else if (status == model::instance_status::kFailure) {
+          g.failed += n;
+        } else if (status == model::instance_status::kShuttingDown) {
+          g.shutting_down += n;
+        } else {
+          g.other += n;
+        }
+      }
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "count nodes");
+      return out;
+    });
+  }
+
   StatusOr<model::Node> node(const std::string& cluster_id, const std::string& id) override {
     return withReader([&](Connection& c) -> StatusOr<model::Node> {
       auto s = c.stmt(absl::StrCat(

@@ -4,6 +4,7 @@
 // revision it expects (compare-and-swap), so concurrent writers never lose updates.
 // The store never reads the clock and never makes ids: callers pass them in.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,6 +92,15 @@ struct Page {
   std::string next_token;
 };
 
+/// Instance counts of one instance group, by ClusterInstanceStatus.
+struct GroupCounts {
+  int running = 0;
+  int pending = 0;
+  int failed = 0;
+  int shutting_down = 0;
+  int other = 0;
+};
+
 /// The store. Thread-safe: any thread may read and commit.
 class Store {
  public:
@@ -116,6 +126,9 @@ class Store {
   /// A page of a cluster's nodes. InvalidArgument for a bad token.
   virtual StatusOr<Page<model::Node>> listNodes(const std::string& cluster_id,
                                                 const NodeQuery& query) = 0;
+  /// Instance counts per instance group name (groups without instances are absent).
+  virtual StatusOr<std::map<std::string, GroupCounts>> groupCounts(
+      const std::string& cluster_id) = 0;
   /// One node by instance id or logical id; NotFound when none.
   virtual StatusOr<model::Node> node(const std::string& cluster_id, const std::string& id) = 0;
 

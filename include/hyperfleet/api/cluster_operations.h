@@ -1,0 +1,83 @@
+#pragma once
+// The HyperPod cluster operations of the SageMaker API, on the store. Each operation takes a
+// request body that already passed the service model's validation and returns the response
+// body, or a Status that errors.h maps to the AWS error. Operations write the store
+// synchronously (acknowledged = durable) and leave the rest to the controllers, which they
+// notify through the change sink.
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/ids.h"
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/model/service_model.h"
+#include "hyperfleet/store/store.h"
+
+namespace hf::api {
+
+/// Where the control plane lives and what it allows.
+struct ApiConfig {
+  std::string region = "us-west-2";
+  std::string account_id = "123456789012";
+  int max_clusters = 100;                 ///< ResourceLimitExceeded beyond this
+  int max_instances_per_cluster = 10000;  ///< ResourceLimitExceeded beyond this (all groups)
+};
+
+/// The cluster operations. Thread-safe (state lives in the store).
+class ClusterOperations {
+ public:
+  /// Called with a cluster id after every accepted write to that cluster.
+  using ChangeSink = std::function<void(const std::string& cluster_id)>;
+
+  ClusterOperations(store::Store& store, const model::ServiceModel& model, const Clock& clock,
+                    IdSource& ids, ApiConfig config, ChangeSink on_change);
+
+  /// True for the operations implemented here (e.g. "CreateCluster").
+  bool implements(std::string_view operation) const;
+  /// Runs `operation` on a validated request body. Errors: Unimplemented for operations not
+  /// implemented here; otherwise those documented per operation in docs/compatibility.md.
+  StatusOr<nlohmann::json> call(std::string_view operation, const nlohmann::json& request);
+
+ private:
+  using Json = nlohmann::json;
+  StatusOr<Json> createCluster(const Json& in);
+  StatusOr<Json> describeCluster(const Json& in);
+  StatusOr<Json> listClusters(const Json& in);
+  StatusOr<Json> updateCluster(const Json& in);
+  StatusOr<Json> deleteCluster(const Json& in);
+  StatusOr<Json> listClusterNodes(const Json& in);
+  StatusOr<Json> describeClusterNode(const Json& in);
+  StatusOr<Json> batchDeleteClusterNodes(const Json& in);
+  StatusOr<Json> listClusterEvents(const Json& in);
+  StatusOr<Json> describeClusterEvent(const Json& in);
+  StatusOr<Json> addTags(const Json& in);
+  StatusOr<Json> listTags(const Json& in);
+  StatusOr<Json> deleteTags(const Json& in);
+
+  /// Runs read-modify-write `fn` on a cluster, retrying when a controller wrote the cluster
+  /// between the read and the commit (compare-and-swap lost).
+  StatusOr<Json> mutateCluster(const std::string& name_or_arn,
+                               const std::function<StatusOr<Json>(model::Cluster&,
+                                                                  store::WriteBatch&)>& fn);
+  Json clusterDetails(const model::Cluster& c,
+                      const std::map<std::string, store::GroupCounts>& counts) const;
+  Json nodeSummary(const model::Node& n) const;
+  Json nodeDetails(const model::Node& n) const;
+  Json eventSummary(const model::Cluster& c, const model::Event& e, bool details) const;
+  /// Keeps the members of `value` that output shape `shape` defines.
+  Json filterToShape(const Json& value, std::string_view shape) const;
+  model::Event event(const model::Cluster& c, std::string resource_type, std::string level,
+                     std::string description, std::string group = "") const;
+
+  store::Store& store_;
+  const model::ServiceModel& model_;
+  const Clock& clock_;
+  IdSource& ids_;
+  const ApiConfig config_;
+  ChangeSink on_change_;
+};
+
+}  // namespace hf::api

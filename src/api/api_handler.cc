@@ -1,0 +1,99 @@
+#include "hyperfleet/api/api_handler.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "hyperfleet/api/errors.h"
+
+namespace hf::api {
+namespace {
+
+constexpr std::string_view kTargetPrefix = "SageMaker.";
+constexpr std::string_view kContentType = "application/x-amz-json-1.1";
+
+/// The media type of a Content-Type value, without parameters, lowercased.
+std::string MediaType(std::string_view value) {
+  std::string v(value.substr(0, value.find(';')));
+  return absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
+}
+
+}  // namespace
+
+ApiHandler::ApiHandler(const model::ServiceModel& model, ClusterOperations& clusters,
+                       auth::SecretLookup secrets, const Clock& clock, IdSource& ids,
+                       const ApiConfig& config)
+    : model_(model), clusters_(clusters), secrets_(std::move(secrets)), clock_(clock),
+      ids_(ids) {
+  policy_.region = config.region;
+  policy_.services = {"sagemaker"};
+}
+
+StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
+  const auto target = req.header("X-Amz-Target");
+  if (!target || !target->starts_with(kTargetPrefix)) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat(
+            "Missing or unknown X-Amz-Target '", target ? std::string(*target) : "",
+            "': expected SageMaker.<Operation>.")),
+        "UnknownOperationException");
+  }
+  const std::string op(target->substr(kTargetPrefix.size()));
+  if (!model_.hasOperation(op)) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat("Unknown operation SageMaker.", op, ".")),
+        "UnknownOperationException");
+  }
+  const auto content_type = req.header("Content-Type");
+  const std::string media = content_type ? MediaType(*content_type) : "";
+  if (media != kContentType && media != "application/x-amz-json-1.0") {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat(
+            "Unsupported Content-Type '", content_type ? std::string(*content_type) : "",
+            "': the SageMaker API takes application/x-amz-json-1.1.")),
+        "UnknownOperationException");
+  }
+  // An empty body is an empty request, as botocore sends for operations without input.
+  nlohmann::json body = req.body.empty() ? nlohmann::json::object()
+                                         : nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError("The request body is not a JSON object (malformed JSON)."),
+        "SerializationException");
+  }
+  HF_RETURN_IF_ERROR(model_.validateInput(op, body));
+  if (!clusters_.implements(op)) {
+    return absl::UnimplementedError(
+        absl::StrCat("Hyperfleet does not implement SageMaker.", op, " yet."));
+  }
+  return clusters_.call(op, body);
+}
+
+http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
+  const std::string request_id = ids_.uuid();
+  StatusOr<nlohmann::json> result = [&]() -> StatusOr<nlohmann::json> {
+    if (req.method != "POST") {
+      return WithAwsErrorType(
+          absl::InvalidArgumentError(absl::StrCat(
+              "Method ", req.method, " is not allowed: the SageMaker API takes POST.")),
+          "UnknownOperationException");
+    }
+    auto identity = auth::VerifySigV4(req, secrets_, policy_, clock_.now());
+    if (!identity.ok()) return identity.status();
+    return dispatch(req);
+  }();
+  if (!result.ok()) {
+    if (HttpStatusFor(result.status()) >= 500) {
+      spdlog::error("request {} failed: {}", request_id, result.status().ToString());
+    }
+    return ErrorResponse(result.status(), request_id);
+  }
+  http::HttpResponse r;
+  r.status = 200;
+  r.headers = {{"Content-Type", std::string(kContentType)}, {"x-amzn-RequestId", request_id}};
+  r.body = result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+}  // namespace hf::api
