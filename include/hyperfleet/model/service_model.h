@@ -44,8 +44,15 @@ class ServiceModel {
   ///    constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9](-*[a-zA-Z0-9])*"
   /// Member paths are lowerCamelCase, lists 1-based: 'instanceGroups.1.member.instanceCount'.
   /// Errors: InvalidArgument (wire type ValidationException) for constraint violations;
-  /// InvalidArgument tagged SerializationException when a value has the wrong JSON type.
-  /// Unknown operation: NotFound.
+  /// InvalidArgument tagged SerializationException when a value has the wrong JSON type
+  /// ("Expected a JSON integer at 'instanceGroups.1.member.instanceCount'"); a type error
+  /// wins over constraint violations, as deserialization comes first. Unknown operation:
+  /// NotFound. A missing required member reads "Value null at 'x' ... Member must not be
+  /// null"; JSON null counts as absent. Timestamps are epoch seconds (fraction allowed) or
+  /// ISO-8601 strings. Bounds on attacker input: printed values are cut at 256 code points
+  /// ("..."), at most 100 violations are spelled out (the count stays exact), and a string
+  /// over its max length and over 4096 code points is not matched against its pattern.
+  /// Thread-safe; never throws.
   virtual Status validateInput(std::string_view operation, const nlohmann::json& input) const = 0;
 };
 

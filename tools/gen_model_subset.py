@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Writes the SageMaker service-model subset that Hyperfleet serves.
+
+Reads botocore's sagemaker/2017-07-24/{service-2,paginators-1}.json and writes, under
+data/aws-models/ of this repository:
+
+  sagemaker/2017-07-24/service-2.json    the HyperPod operations and every shape they reach
+  sagemaker/2017-07-24/paginators-1.json paginators of those operations only
+  SOURCE.md                              where the data came from, and its license
+
+The result is still a valid botocore model (same "version", full "metadata"), so the
+directory works as AWS_DATA_PATH for botocore and the aws CLI. Documentation strings are
+dropped to keep the embedded copy small; every other key is kept, in the source's order.
+
+Usage: tools/gen_model_subset.py [SOURCE_DIR] [--out DATA_DIR]
+  SOURCE_DIR defaults to ../shared/aws-models/sagemaker/2017-07-24 (relative to the repo root).
+Python 3 standard library only.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+OPERATIONS = [
+    "CreateCluster", "DescribeCluster", "ListClusters", "UpdateCluster", "DeleteCluster",
+    "UpdateClusterSoftware", "ListClusterNodes", "DescribeClusterNode",
+    "BatchAddClusterNodes", "BatchDeleteClusterNodes", "BatchRebootClusterNodes",
+    "BatchReplaceClusterNodes", "StartClusterHealthCheck", "AttachClusterNodeVolume",
+    "DetachClusterNodeVolume", "ListClusterEvents", "DescribeClusterEvent",
+    "CreateClusterSchedulerConfig", "DescribeClusterSchedulerConfig",
+    "UpdateClusterSchedulerConfig", "DeleteClusterSchedulerConfig",
+    "ListClusterSchedulerConfigs", "CreateComputeQuota", "DescribeComputeQuota",
+    "UpdateComputeQuota", "DeleteComputeQuota", "ListComputeQuotas",
+    "AddTags", "ListTags", "DeleteTags",
+]
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_SOURCE = os.path.join(REPO_ROOT, "..", "shared", "aws-models", "sagemaker", "2017-07-24")
+DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "aws-models")
+
+
+def without_docs(obj):
+    """A copy of a model node without its "documentation" key (one level only)."""
+    return {k: v for k, v in obj.items() if k != "documentation"}
+
+
+def strip_ref(ref):
+    """A shape reference ({"shape": ..., ...}) without documentation."""
+    return without_docs(ref)
+
+
+def strip_shape(shape):
+    # Structure-aware so that a member that happens to be named "documentation" survives.
+    out = {}
+    for key, value in shape.items():
+        if key == "documentation":
+            continue
+        if key == "members":
+            value = {name: strip_ref(ref) for name, ref in value.items()}
+        elif key in ("member", "key", "value"):
+            value = strip_ref(value)
+        out[key] = value
+    return out
+
+
+def strip_operation(op):
+    out = {}
+    for key, value in op.items():
+        if key in ("documentation", "documentationUrl"):
+            continue
+        if key in ("input", "output"):
+            value = strip_ref(value)
+        elif key == "errors":
+            value = [strip_ref(ref) for ref in value]
+        out[key] = value
+    return out
+
+
+def reachable_shapes(model, operations):
+    """Names of every shape reachable from the operations' inputs, outputs and errors."""
+    shapes = model["shapes"]
+    seen = set()
+    stack = []
+    for name in operations:
+        op = model["operations"][name]
+        for key in ("input", "output"):
+            if key in op:
+                stack.append(op[key]["shape"])
+        stack.extend(ref["shape"] for ref in op.get("errors", []))
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        if name not in shapes:
+            raise SystemExit(f"shape {name!r} is referenced but not defined")
+        seen.add(name)
+        shape = shapes[name]
+        stack.extend(ref["shape"] for ref in shape.get("members", {}).values())
+        for key in ("member", "key", "value"):
+            if key in shape:
+                stack.append(shape[key]["shape"])
+    return seen
+
+
+def subset(model, operations):
+    missing = [name for name in operations if name not in model["operations"]]
+    if missing:
+        raise SystemExit(f"operations missing from the source model: {', '.join(missing)}")
+    keep_ops = set(operations)
+    keep_shapes = reachable_shapes(model, operations)
+    out = {}
+    for key, value in model.items():
+        if key == "documentation":
+            continue
+        if key == "operations":
+            value = {n: strip_operation(op) for n, op in value.items() if n in keep_ops}
+        elif key == "shapes":
+            value = {n: strip_shape(s) for n, s in value.items() if n in keep_shapes}
+        out[key] = value
+    return out
+
+
+def paginator_subset(paginators, operations):
+    keep = set(operations)
+    out = {}
+    for key, value in paginators.items():
+        if key == "pagination":
+            value = {n: p for n, p in value.items() if n in keep}
+        out[key] = value
+    return out
+
+
+def dump(obj, path):
+    text = json.dumps(obj, indent=1, separators=(",", ":"), ensure_ascii=False) + "\n"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+    return len(text.encode("utf-8"))
+
+
+def source_note(source_dir):
+    """The upstream line of SOURCE.txt (botocore commit), or a fallback."""
+    path = os.path.join(source_dir, "SOURCE.txt")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except OSError:
+        return ["(SOURCE.txt not found beside the source model)"]
+    return [line for line in lines if line.strip()]
+
+
+def write_source_md(out_dir, source_dir, model, n_shapes, n_paginators):
+    notes = source_note(source_dir)
+    commit = ""
+    for line in notes:
+        m = re.search(r"\b([0-9a-f]{40})\b", line)
+        if m:
+            commit = m.group(1)
+            break
+    lines = [
+        "# AWS service model data",
+        "",
+        "Generated by `tools/gen_model_subset.py`; do not edit. Re-run the generator to refresh.",
+        "",
+        "## Source",
+        "",
+        "botocore (github.com/boto/botocore), `botocore/data/sagemaker/2017-07-24/`"
+        + (f", commit `{commit}`." if commit else "."),
+        "",
+        "Upstream SOURCE.txt:",
+        "",
+    ]
+    lines += ["> " + line for line in notes]
+    lines += [
+        "",
+        "## License",
+        "",
+        "The model files are from botocore and are licensed under the Apache License, Version 2.0",
+        "(https://www.apache.org/licenses/LICENSE-2.0). Changes made here: only the operations",
+        "listed below and the shapes they reach are kept, and `documentation` strings are removed.",
+        "",
+        "## Contents",
+        "",
+        f"- `sagemaker/2017-07-24/service-2.json`: {len(model['operations'])} operations, "
+        f"{n_shapes} shapes (apiVersion {model['metadata'].get('apiVersion')}).",
+        f"- `sagemaker/2017-07-24/paginators-1.json`: {n_paginators} paginators.",
+        "",
+        "This directory works as `AWS_DATA_PATH` for botocore / aws-cli, which then know exactly",
+        "these operations of `sagemaker`.",
+        "",
+        "Operations: " + ", ".join(sorted(model["operations"])) + ".",
+        "",
+    ]
+    with open(os.path.join(out_dir, "SOURCE.md"), "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", nargs="?", default=DEFAULT_SOURCE,
+                        help="directory holding botocore's service-2.json and paginators-1.json")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="output data directory (aws-models)")
+    args = parser.parse_args(argv)
+
+    with open(os.path.join(args.source, "service-2.json"), encoding="utf-8") as f:
+        model = json.load(f)
+    with open(os.path.join(args.source, "paginators-1.json"), encoding="utf-8") as f:
+        paginators = json.load(f)
+
+    small = subset(model, OPERATIONS)
+    pages = paginator_subset(paginators, OPERATIONS)
+    api_version = model["metadata"]["apiVersion"]
+    model_dir = os.path.join(args.out, "sagemaker", api_version)
+    size = dump(small, os.path.join(model_dir, "service-2.json"))
+    dump(pages, os.path.join(model_dir, "paginators-1.json"))
+    write_source_md(args.out, args.source, small, len(small["shapes"]),
+                    len(pages.get("pagination", {})))
+    print(f"wrote {model_dir}/service-2.json ({size} bytes, {len(small['operations'])} operations, "
+          f"{len(small['shapes'])} shapes), paginators-1.json "
+          f"({len(pages.get('pagination', {}))} paginators), {args.out}/SOURCE.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
