@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,36 @@ std::string MediaType(std::string_view value) {
   std::string v(value.substr(0, value.find(';')));
   return absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
 }
+
+/// Deepest nesting of arrays and objects in a JSON text (strings skipped). The model's
+/// shapes nest a few levels; a much deeper document is hostile and is refused before it is
+/// parsed, so no later copy of it can recurse deeply.
+int NestingDepth(std::string_view text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+constexpr int kMaxNestingDepth = 64;
 
 }  // namespace
 
@@ -53,6 +85,12 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
             "Unsupported Content-Type '", content_type ? std::string(*content_type) : "",
             "': the SageMaker API takes application/x-amz-json-1.1.")),
         "UnknownOperationException");
+  }
+  if (NestingDepth(req.body) > kMaxNestingDepth) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat("The request body nests deeper than ",
+                                                kMaxNestingDepth, " levels.")),
+        "SerializationException");
   }
   // An empty body is an empty request, as botocore sends for operations without input.
   nlohmann::json body = req.body.empty() ? nlohmann::json::object()

@@ -298,7 +298,8 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
     for (size_t i = 0; i < w.nodes.size(); ++i) w.shutDown(i, "the cluster is being deleted");
     Finish(w);
     if (w.nodes.empty() && snapshot.instances.empty()) {
-      w.plan.writes.events.clear();  // erased with the cluster
+      w.plan.writes.events.clear();  // erased with the cluster, as are its node records
+      w.plan.writes.nodes.clear();
       w.plan.writes.clusters.push_back({w.cluster, snapshot.cluster.revision, /*erase=*/true});
     } else {
       w.plan.writes.clusters.push_back({w.cluster, snapshot.cluster.revision, false});

@@ -168,7 +168,12 @@ StatusOr<Token> DecodeToken(const std::string& token, bool numeric_key) {
 
 std::string ClusterBody(const model::Cluster& c) {
   json groups = json::array();
-  for (const auto& g : c.groups) groups.push_back(g.spec);
+  for (const auto& g : c.groups) {
+    // The typed count wins over the spec's copy, so the two can never disagree on disk.
+    json spec = g.spec;
+    spec["InstanceCount"] = g.target_count;
+    groups.push_back(std::move(spec));
+  }
   return json{{"spec", c.spec}, {"groups", groups}, {"groups_deleting", c.groups_deleting}}
       .dump();
 }
@@ -598,6 +603,45 @@ class SqliteStore final : public Store {
     return SqliteError(c.db(), what);
   }
 
+  Status writeCluster(Connection& c, const ClusterWrite& w, int64_t rev) {
+    const auto& cl = w.cluster;
+    HF_RETURN_IF_ERROR(checkRevision(c, "clusters", "id", cl.id, w.expected_revision, "Cluster"));
+    if (w.expected_revision == kMustNotExist) {
+      // Name uniqueness is checked here so the error names the cluster (ResourceInUse).
+      auto q = c.stmt("SELECT 1 FROM clusters WHERE name = ?1");
+      q.bind(1, cl.name);
+      if (q.step() == SQLITE_ROW) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("Cluster with name ", cl.name, " already exists"));
+      }
+    }
+    auto s = c.stmt(
+        "INSERT INTO clusters (id, name, arn, status, failure_message, creation_time, "
+        "revision, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
+        "name = excluded.name, arn = excluded.arn, status = excluded.status, "
+        "failure_message = excluded.failure_message, creation_time = excluded.creation_time, "
+        "revision = excluded.revision, body = excluded.body");
+    s.bind(1, cl.id).bind(2, cl.name).bind(3, cl.arn).bind(4, cl.status);
+    s.bind(5, cl.failure_message).bind(6, ToEpochSeconds(cl.creation_time)).bind(7, rev);
+    s.bind(8, ClusterBody(cl));
+    return stepDone(c, s, "write cluster");
+  }
+
+  Status eraseCluster(Connection& c, const ClusterWrite& w) {
+    const auto& cl = w.cluster;
+    HF_RETURN_IF_ERROR(checkRevision(c, "clusters", "id", cl.id, w.expected_revision, "Cluster"));
+    for (const char* sql :
+         {"DELETE FROM nodes WHERE cluster_id = ?1", "DELETE FROM events WHERE cluster_id = ?1",
+          "DELETE FROM clusters WHERE id = ?1"}) {
+      auto s = c.stmt(sql);
+      s.bind(1, cl.id);
+      HF_RETURN_IF_ERROR(stepDone(c, s, "delete cluster"));
+    }
+    auto s = c.stmt("DELETE FROM tags WHERE resource_arn = ?1");
+    s.bind(1, cl.arn);
+    return stepDone(c, s, "delete tags");
+  }
+
   StatusOr<int64_t> apply(Connection& c, const WriteBatch& b) {
     int64_t rev;
     {
@@ -605,42 +649,11 @@ class SqliteStore final : public Store {
       if (s.step() != SQLITE_ROW) return SqliteError(c.db(), "bump revision");
       rev = s.int64(0);
     }
+    // Cluster erases run last: they take the cluster's nodes, events and tags with them, so
+    // node writes of the same batch must see those rows first.
     for (const auto& w : b.clusters) {
-      const auto& cl = w.cluster;
-      HF_RETURN_IF_ERROR(
-          checkRevision(c, "clusters", "id", cl.id, w.expected_revision, "Cluster"));
-      if (w.erase) {
-        for (const char* sql :
-             {"DELETE FROM nodes WHERE cluster_id = ?1", "DELETE FROM events WHERE cluster_id = ?1",
-              "DELETE FROM clusters WHERE id = ?1"}) {
-          auto s = c.stmt(sql);
-          s.bind(1, cl.id);
-          HF_RETURN_IF_ERROR(stepDone(c, s, "delete cluster"));
-        }
-        auto s = c.stmt("DELETE FROM tags WHERE resource_arn = ?1");
-        s.bind(1, cl.arn);
-        HF_RETURN_IF_ERROR(stepDone(c, s, "delete tags"));
-        continue;
-      }
-      if (w.expected_revision == kMustNotExist) {
-        // Name uniqueness is checked here so the error names the cluster (ResourceInUse).
-        auto q = c.stmt("SELECT 1 FROM clusters WHERE name = ?1");
-        q.bind(1, cl.name);
-        if (q.step() == SQLITE_ROW) {
-          return absl::AlreadyExistsError(
-              absl::StrCat("Cluster with name ", cl.name, " already exists"));
-        }
-      }
-      auto s = c.stmt(
-          "INSERT INTO clusters (id, name, arn, status, failure_message, creation_time, "
-          "revision, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
-          "name = excluded.name, arn = excluded.arn, status = excluded.status, "
-          "failure_message = excluded.failure_message, creation_time = excluded.creation_time, "
-          "revision = excluded.revision, body = excluded.body");
-      s.bind(1, cl.id).bind(2, cl.name).bind(3, cl.arn).bind(4, cl.status);
-      s.bind(5, cl.failure_message).bind(6, ToEpochSeconds(cl.creation_time)).bind(7, rev);
-      s.bind(8, ClusterBody(cl));
-      HF_RETURN_IF_ERROR(stepDone(c, s, "write cluster"));
+      if (w.erase) continue;
+      HF_RETURN_IF_ERROR(writeCluster(c, w, rev));
     }
     for (const auto& w : b.nodes) {
       const auto& n = w.node;
@@ -690,6 +703,9 @@ class SqliteStore final : public Store {
         s.bind(1, t.resource_arn).bind(2, key);
         HF_RETURN_IF_ERROR(stepDone(c, s, "delete tag"));
       }
+    }
+    for (const auto& w : b.clusters) {
+      if (w.erase) HF_RETURN_IF_ERROR(eraseCluster(c, w));
     }
     return rev;
   }

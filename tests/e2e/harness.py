@@ -1,0 +1,146 @@
+"""Shared harness of the integration and end-to-end tests: runs the real `hyperfleet server`
+binary on a free loopback port with a private data directory, and waits on conditions with
+deadlines (never on fixed sleeps)."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.environ.get("HYPERFLEET_BIN", os.path.join(REPO, "build", "bin", "hyperfleet"))
+MODELS = os.path.join(REPO, "data", "aws-models")
+ACCESS_KEY = "AKIAHYPERFLEETTEST01"
+SECRET_KEY = "hyperfleet/test/secret/key/0123456789abcd"
+REGION = "us-west-2"
+ACCOUNT = "123456789012"
+
+
+def wait_until(predicate, timeout=30.0, what="condition", interval=0.05):
+    """Polls `predicate` until it returns a truthy value, which is returned; fails the test
+    with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # the condition may not be checkable yet
+            last_error = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
+
+
+class Server:
+    """A control plane process. Use as a context manager or call start()/stop()."""
+
+    def __init__(self, data_dir=None, boot_delay_ms=100, extra_args=()):
+        self.own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="hf-e2e-")
+        self.boot_delay_ms = boot_delay_ms
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.endpoint = None
+        self.port = 0
+
+    def start(self, port=0):
+        log = open(os.path.join(self.data_dir, "server.log"), "ab")
+        self.proc = subprocess.Popen(
+            [BINARY, "server", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir,
+             "--access-key-id", ACCESS_KEY, "--secret-access-key", SECRET_KEY,
+             "--fake-boot-delay-ms", str(self.boot_delay_ms), *self.extra_args],
+            stdout=subprocess.PIPE, stderr=log, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"server exited early (code {self.proc.poll()}); "
+                                     f"see {self.data_dir}/server.log")
+            if "listening on http://" in line:
+                url = line.split("listening on ", 1)[1].split()[0]
+                self.endpoint = url
+                self.port = int(url.rsplit(":", 1)[1])
+                return self
+        raise AssertionError("server did not start within 30 s")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill9(self):
+        """Kills the server with SIGKILL, as a crash would."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def cleanup(self):
+        self.stop()
+        if self.own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def aws_env(endpoint=None):
+    """Environment for AWS clients: our test key, region, and our model subset on
+    AWS_DATA_PATH so that any aws CLI / botocore knows the HyperPod operations."""
+    env = dict(os.environ)
+    env.update({
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_PAGER": "",
+        "AWS_DATA_PATH": MODELS,
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    })
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_SESSION_TOKEN", None)
+    if endpoint:
+        env["AWS_ENDPOINT_URL"] = endpoint
+    return env
+
+
+def cluster_spec(name, groups=None, **extra):
+    """A CreateCluster request: by default a controller group and a worker group."""
+    if groups is None:
+        groups = [("controller", "ml.c5.xlarge", 1), ("workers", "ml.c5.4xlarge", 2)]
+    spec = {
+        "ClusterName": name,
+        "InstanceGroups": [{
+            "InstanceGroupName": g,
+            "InstanceType": t,
+            "InstanceCount": n,
+            "LifeCycleConfig": {"SourceS3Uri": "s3://hyperfleet-lc/scripts/",
+                                "OnCreate": "on_create.sh"},
+            "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/HyperPodRole",
+            "ThreadsPerCore": 1,
+        } for g, t, n in groups],
+        "Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}},
+        "NodeRecovery": "Automatic",
+    }
+    spec.update(extra)
+    return spec
+
+
+def main():
+    unittest.main(verbosity=2)

@@ -1,0 +1,247 @@
+// The cluster reconciler driven step by step: real SQLite (in memory), the fake provider and
+// a fake clock. Each test states the declaration, advances time and asserts the end state.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "fakes/fake_clock.h"
+#include "hyperfleet/control/cluster_controller.h"
+#include "hyperfleet/control/cluster_plan.h"
+#include "hyperfleet/provider/fake_provider.h"
+
+namespace hf::control {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+namespace cs = model::cluster_status;
+namespace is = model::instance_status;
+
+model::InstanceGroup Group(const std::string& name, int count) {
+  model::InstanceGroup g;
+  g.name = name;
+  g.instance_type = "ml.c5.xlarge";
+  g.target_count = count;
+  g.spec = {{"InstanceGroupName", name}, {"InstanceType", "ml.c5.xlarge"},
+            {"InstanceCount", count},
+            {"LifeCycleConfig", {{"SourceS3Uri", "s3://b/p/"}, {"OnCreate", "on_create.sh"}}}};
+  return g;
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { reopen(""); }
+
+  void reopen(const std::string& state_file) {
+    controller_.reset();
+    provider::FakeProvider::Options o;
+    o.boot_delay = milliseconds(500);
+    o.terminate_delay = milliseconds(100);
+    o.state_file = state_file;
+    provider_ = std::move(provider::FakeProvider::Create(clock_, o).value());
+    if (!store_) store_ = std::move(store::OpenSqliteStore(":memory:").value());
+    controller_ = std::make_unique<ClusterController>(*store_, *provider_, clock_, ids_,
+                                                      ClusterController::Options{});
+  }
+
+  std::string create(std::vector<model::InstanceGroup> groups, json spec = json::object()) {
+    model::Cluster c;
+    c.id = ids_.clusterId();
+    c.name = "c" + c.id;
+    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/" + c.id;
+    c.creation_time = clock_.now();
+    c.groups = std::move(groups);
+    c.spec = std::move(spec);
+    store::WriteBatch b;
+    b.clusters.push_back({c, store::kMustNotExist, false});
+    EXPECT_TRUE(store_->commit(b).ok());
+    return c.id;
+  }
+
+  /// Reconciles, advancing the clock by `step` between passes, until the cluster settles.
+  void settle(const std::string& id, Duration step = milliseconds(200), int max_passes = 50) {
+    for (int i = 0; i < max_passes; ++i) {
+      auto settled = controller_->reconcileOnce(id);
+      if (absl::IsNotFound(settled.status())) return;
+      ASSERT_TRUE(settled.ok()) << settled.status();
+      if (*settled) return;
+      clock_.advance(step);
+    }
+    FAIL() << "cluster " << id << " did not settle";
+  }
+
+  std::vector<model::Node> nodes(const std::string& id) { return store_->nodes(id).value(); }
+  model::Cluster cluster(const std::string& id) { return store_->cluster(id).value(); }
+
+  void update(const std::string& id, const std::function<void(model::Cluster&)>& fn) {
+    auto c = cluster(id);
+    fn(c);
+    store::WriteBatch b;
+    b.clusters.push_back({c, c.revision, false});
+    ASSERT_TRUE(store_->commit(b).ok());
+  }
+
+  int count(const std::string& id, const std::string& status) {
+    int n = 0;
+    for (const auto& node : nodes(id)) n += node.status == status;
+    return n;
+  }
+
+  testing::FakeClock clock_;
+  SequentialIdSource ids_{1};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<provider::FakeProvider> provider_;
+  std::unique_ptr<ClusterController> controller_;
+};
+
+TEST_F(ControllerTest, CreatingBecomesInServiceWhenEveryInstanceRuns) {
+  auto id = create({Group("controller", 1), Group("workers", 2)});
+  ASSERT_TRUE(controller_->reconcileOnce(id).ok());
+  EXPECT_EQ(count(id, is::kPending), 3);
+  EXPECT_EQ(cluster(id).status, cs::kCreating);
+  clock_.advance(milliseconds(600));
+  settle(id);
+  EXPECT_EQ(cluster(id).status, cs::kInService);
+  EXPECT_EQ(count(id, is::kRunning), 3);
+  for (const auto& n : nodes(id)) {
+
+    EXPECT_TRUE(n.hostname.starts_with("ip-10-1-")) << n.hostname;
+    EXPECT_EQ(n.lifecycle["OnCreate"], "on_create.sh");
+  }
+  auto events = store_->listEvents(id, {}).value();
+  bool saw_in_service = false;
+  for (const auto& e : events.items) saw_in_service |= e.description.ends_with("is InService");
+  EXPECT_TRUE(saw_in_service);
+}
+
+TEST_F(ControllerTest, AFailedInstanceFailsTheClusterAndIsNamed) {
+  provider_->failNextLaunchesForTest("workers", 1, "OnCreate exited with status 3");
+  auto id = create({Group("controller", 1), Group("workers", 2)});
+  settle(id);
+  auto c = cluster(id);
+  EXPECT_EQ(c.status, cs::kFailed);
+  EXPECT_NE(c.failure_message.find("workers"), std::string::npos) << c.failure_message;
+  EXPECT_NE(c.failure_message.find("OnCreate exited with status 3"), std::string::npos);
+  EXPECT_EQ(count(id, is::kFailure), 1);
+}
+
+TEST_F(ControllerTest, ContinuousModeReplacesFailedInstances) {
+  provider_->failNextLaunchesForTest("workers", 2, "boom");
+  auto id = create({Group("workers", 2)}, {{"NodeProvisioningMode", "Continuous"}});
+  settle(id);
+  EXPECT_EQ(cluster(id).status, cs::kInService);
+  EXPECT_EQ(count(id, is::kRunning), 2);
+  EXPECT_EQ(nodes(id).size(), 2u);
+}
+
+TEST_F(ControllerTest, ScalingDownRemovesNewestInstancesAndUpRestoresCount) {
+  auto id = create({Group("workers", 3)});
+  settle(id);
+  auto before = nodes(id);
+  update(id, [](model::Cluster& c) {
+    c.groups[0].target_count = 1;
+    c.status = cs::kUpdating;
+  });
+  settle(id);
+  EXPECT_EQ(cluster(id).status, cs::kInService);
+  auto after = nodes(id);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(provider_->sizeForTest(), 1u);
+  update(id, [](model::Cluster& c) {
+    c.groups[0].target_count = 4;
+    c.status = cs::kUpdating;
+  });
+  settle(id);
+  EXPECT_EQ(count(id, is::kRunning), 4);
+  // The survivor of the scale-down is still there: scale-up adds, never replaces.
+  bool kept = false;
+  for (const auto& n : nodes(id)) kept |= n.instance_id == after[0].instance_id;
+  EXPECT_TRUE(kept);
+}
+
+TEST_F(ControllerTest, DeletingAGroupRemovesItsInstancesThenTheGroup) {
+  auto id = create({Group("a", 1), Group("b", 2)});
+  settle(id);
+  update(id, [](model::Cluster& c) {
+    c.groups.pop_back();
+    c.groups_deleting = {"b"};
+    c.status = cs::kUpdating;
+  });
+  settle(id);
+  auto c = cluster(id);
+  EXPECT_EQ(c.status, cs::kInService);
+  EXPECT_TRUE(c.groups_deleting.empty());
+  ASSERT_EQ(nodes(id).size(), 1u);
+  EXPECT_EQ(nodes(id)[0].group, "a");
+}
+
+TEST_F(ControllerTest, DeleteLeavesNothingBehind) {
+  auto id = create({Group("workers", 3)});
+  settle(id);
+  update(id, [](model::Cluster& c) { c.status = cs::kDeleting; });
+  settle(id);
+  EXPECT_TRUE(absl::IsNotFound(store_->cluster(id).status()));
+  EXPECT_EQ(provider_->sizeForTest(), 0u);
+}
+
+TEST_F(ControllerTest, AFailedUpdateRollsBackToTheInstancesThatRun) {
+  auto id = create({Group("workers", 1)});
+  settle(id);
+  provider_->failNextLaunchesForTest("workers", 1, "no capacity");
+  update(id, [](model::Cluster& c) {
+    c.groups[0].target_count = 3;
+    c.status = cs::kUpdating;
+  });
+  settle(id);
+  auto c = cluster(id);
+  EXPECT_EQ(c.status, cs::kInService);
+  EXPECT_NE(c.failure_message.find("no capacity"), std::string::npos);
+  EXPECT_EQ(c.groups[0].target_count, count(id, is::kRunning));
+  EXPECT_EQ(count(id, is::kFailure), 0);
+}
+
+TEST_F(ControllerTest, AVanishedInstanceIsReportedAsFailure) {
+  auto id = create({Group("workers", 2)});
+  settle(id);
+  provider_->killForTest(nodes(id)[0].instance_id);
+  ASSERT_TRUE(controller_->reconcileOnce(id).ok());
+  EXPECT_EQ(count(id, is::kFailure), 1);
+}
+
+TEST_F(ControllerTest, ARestartedControlPlaneReadoptsInstances) {
+  const std::string state =
+      (std::filesystem::temp_directory_path() / ("hf-fake-" + std::to_string(getpid()))).string();
+  std::filesystem::remove(state);
+  reopen(state);
+  auto id = create({Group("workers", 2)});
+  ASSERT_TRUE(controller_->reconcileOnce(id).ok());  // launched, still pending
+  auto launched = nodes(id);
+  reopen(state);  // new provider object and controller, same files
+  clock_.advance(milliseconds(600));
+  settle(id);
+  auto running = nodes(id);
+  ASSERT_EQ(running.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(running[i].instance_id, launched[i].instance_id);
+  EXPECT_EQ(provider_->sizeForTest(), 2u);
+  std::filesystem::remove(state);
+}
+
+TEST(PlanCluster, IsAPureFunctionOfSnapshotTimeAndIds) {
+  ClusterSnapshot snap;
+  snap.cluster.id = "abcdefabcdef";
+  snap.cluster.name = "demo";
+  snap.cluster.groups = {Group("workers", 3)};
+  const SystemTime now = FromEpochSeconds(1000);
+  SequentialIdSource a(5), b(5);
+  auto p1 = PlanCluster(snap, now, a);
+  auto p2 = PlanCluster(snap, now, b);
+  ASSERT_EQ(p1.launches.size(), 3u);
+  ASSERT_EQ(p2.launches.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(p1.launches[i].instance_id, p2.launches[i].instance_id);
+  EXPECT_EQ(p1.writes.nodes.size(), 3u);
+  EXPECT_FALSE(p1.settled);
+}
+
+}  // namespace
+}  // namespace hf::control
