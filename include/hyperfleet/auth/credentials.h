@@ -17,12 +17,18 @@ using http::HttpRequest;
 /// The set of access keys the server accepts. Thread-safe.
 class CredentialStore {
  public:
-  /// Loads `path`; when it does not exist, creates it (mode 0600) holding one fresh random
-  /// key pair in profile [default] and sets `*created` to that pair. Errors: unreadable or
-  /// unwritable file (Internal), a file with no key pair (InvalidArgument).
+  /// Loads `path`; when it does not exist, creates it (mode 0600, written to a temporary file
+  /// then renamed; missing parent directories are made with mode 0700) holding one fresh
+  /// random key pair in profile [default] ("AKIA" + 16 of [A-Z0-9], a 40-character secret,
+  /// from RAND_bytes) and sets `*created` to that pair; otherwise resets `*created`.
+  /// `created` may be null. Errors: unreadable or unwritable file (Internal), a file with no
+  /// key pair (InvalidArgument).
   static StatusOr<CredentialStore> LoadOrCreate(const std::string& path,
                                                 std::optional<AccessKey>* created);
-  /// Parses credentials text (INI as above). Sections without both keys are skipped.
+  /// Parses credentials text as the AWS CLI reads it: `[name]` sections, `key = value` or
+  /// `key: value` lines, key names in any case, whole-line `#`/`;` comments, surrounding
+  /// whitespace and CRLF ignored. Sections without both keys, and lines that are neither, are
+  /// skipped. Keys come in file order, except that profile [default] comes first.
   static std::vector<AccessKey> Parse(std::string_view text);
 
   CredentialStore() = default;

@@ -41,23 +41,47 @@ struct SigV4Policy {
 };
 
 /// Verifies the `Authorization: AWS4-HMAC-SHA256 ...` header of `request` at time `now`.
-/// Uses the SignedHeaders list as received (clients sign different sets); the canonical
-/// URI is the path exactly as received; the payload hash is x-amz-content-sha256 when
-/// present and signed, else SHA-256 of the body. Errors (each tagged with its AWS type):
-///   no Authorization header          -> MissingAuthenticationTokenException (403)
-///   malformed header / missing parts -> IncompleteSignatureException (400)
-///   unknown access key id            -> UnrecognizedClientException (403), "The security
-///                                       token included in the request is invalid."
-///   wrong region or service in scope -> InvalidSignatureException (403)
-///   timestamp more than max_skew off -> InvalidSignatureException, "Signature expired: ..."
-///   signature mismatch               -> InvalidSignatureException (403)
+///
+/// Canonical request, as botocore and the JS SDK v3 build it:
+///   - the SignedHeaders list as received (clients sign different sets); values trimmed with
+///     inner whitespace collapsed, repeated headers joined by ',', names matched
+///     case-insensitively. `host` must be in the list;
+///   - canonical URI: the received path with empty, "." and ".." segments resolved, then
+///     URI-encoded once more (so "/" and "/sm" are used unchanged, "%" becomes "%25");
+///   - canonical query: each name and value percent-decoded ('+' is a space), re-encoded
+///     (A-Z a-z 0-9 - _ . ~ kept, the rest as uppercase %XX), sorted by name then value;
+///   - payload hash: the x-amz-content-sha256 value when that header is present (it must equal
+///     the SHA-256 of the body, so UNSIGNED-PAYLOAD is refused), else SHA-256 of the body.
+/// The request time is X-Amz-Date (ISO-8601 basic, 20261130T010104Z) or, without it, Date
+/// (basic format or IMF-fixdate). X-Amz-Security-Token is accepted and not checked: temporary
+/// credentials map to their access key id. `secrets` is called only once the header, scope
+/// and time have passed, so unknown keys cost no HMAC.
+///
+/// Errors (each tagged with its AWS type via WithAwsErrorType; messages as AWS words them):
+///   no Authorization header           -> MissingAuthenticationTokenException, Unauthenticated:
+///                                        "Missing Authentication Token"
+///   header without Credential, Signature or SignedHeaders, unknown scheme, no X-Amz-Date or
+///   Date, a parameter without '=', a Credential without 5 '/'-separated parts, host not
+///   signed, unparsable date           -> IncompleteSignatureException, InvalidArgument
+///   scope terminator not aws4_request, region != policy.region, service not in
+///   policy.services, scope date != request date
+///                                     -> InvalidSignatureException, Unauthenticated
+///   request time more than max_skew before/after `now`
+///                                     -> InvalidSignatureException, Unauthenticated:
+///                                        "Signature expired: ..." / "Signature not yet
+///                                        current: ..."
+///   unknown access key id             -> UnrecognizedClientException, Unauthenticated: "The
+///                                        security token included in the request is invalid."
+///   signature or payload hash mismatch -> InvalidSignatureException, Unauthenticated: "The
+///                                        request signature we calculated does not match ..."
 StatusOr<VerifiedIdentity> VerifySigV4(
     const HttpRequest& request, const SecretLookup& secrets, const SigV4Policy& policy,
     SystemTime now);
 
-/// Signs `request` in place as botocore does: sets `X-Amz-Date`, `Host` (if absent, from
-/// `host`), and `Authorization` over content-type, host, x-amz-date, x-amz-target and any
-/// x-amz-* headers present. Payload hash: SHA-256 of the body.
+/// Signs `request` in place as botocore does: replaces `X-Amz-Date` and `Authorization`, adds
+/// `Host` (from `host`) when absent, and signs content-type, host and every x-amz-* header
+/// present (x-amz-date, x-amz-target, x-amz-security-token, ...). Payload hash: the
+/// x-amz-content-sha256 value when present, else SHA-256 of the body. Cannot fail.
 void SignSigV4(HttpRequest& request, const AccessKey& key, std::string_view region,
                std::string_view service, std::string_view host, SystemTime now);
 
