@@ -1,11 +1,15 @@
 #include "hyperfleet/http/http.h"
 
-#include "absl/strings/match.h"
-
 namespace hf::http {
 
+// Hand-written because Debian's Abseil is built with its own string_view, not std's.
 bool HeaderNameEquals(std::string_view a, std::string_view b) {
-  return absl::EqualsIgnoreCase(a, b);
+  if (a.size() != b.size()) return false;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
 }
 
 std::optional<std::string_view> HttpRequest::header(std::string_view name) const {

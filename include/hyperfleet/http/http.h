@@ -1,6 +1,7 @@
 #pragma once
 // Transport-neutral HTTP messages. Operations and SigV4 see only these; the socket
-// transport (Boost.Beast) lives in src/api/http_server.cc.
+// transports live in src/http/ (server: http_server.cc on Boost.Beast, client:
+// http_client.cc on libcurl).
 #include <optional>
 #include <string>
 #include <string_view>

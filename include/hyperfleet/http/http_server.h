@@ -7,35 +7,57 @@
 #include <memory>
 #include <string>
 
-#include "hyperfleet/http/http.h"
 #include "hyperfleet/common/status.h"
+#include "hyperfleet/http/http.h"
 
 namespace hf::http {
 
-/// Handles one request; runs on an I/O thread, must be thread-safe and must not block long.
+/// Handles one request. It is called synchronously on one of the server's I/O threads, so
+/// it must be thread-safe (several connections call it at once) and must not block long:
+/// while it runs, that thread serves no other connection. It should not throw; if it does,
+/// the client gets 500 {"__type":"InternalFailure",...}. It must not call HttpServer::stop().
 using HttpHandler = std::function<HttpResponse(HttpRequest&&)>;
 
 /// Server options.
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  uint16_t port = 9080;                    ///< 0 = pick a free port (see HttpServer::port())
-  int io_threads = 2;                      ///< threads running the event loop
-  std::size_t max_body_bytes = 8u << 20;   ///< larger bodies get 413 + an AWS-style error
-  int idle_timeout_seconds = 300;          ///< keep-alive connections idle longer are closed
+  std::string host = "127.0.0.1";         ///< IP address or resolvable name to bind
+  uint16_t port = 9080;                   ///< 0 = pick a free port (see HttpServer::port())
+  int io_threads = 2;                     ///< threads running the event loop (>= 1)
+  std::size_t max_body_bytes = 8u << 20;  ///< larger bodies get 413 + an AWS-style error
+  int idle_timeout_seconds = 300;         ///< keep-alive connections idle longer are closed
+  /// Limit on a request's start line plus header fields, in bytes; larger headers get 431.
+  std::size_t max_header_bytes = 64u << 10;
+  /// Limit, in seconds, on reading one request body or writing one response; a connection
+  /// that exceeds it is closed (guards against clients that stall mid-message).
+  int io_timeout_seconds = 60;
+  /// How long stop() lets responses already being written finish, in seconds, before their
+  /// connections are cut.
+  int stop_grace_seconds = 5;
 };
 
 /// A running HTTP server. Destroying it stops it (in-flight requests finish first).
+///
+/// Each response carries `Server: hyperfleet` (unless the handler sets one) and a
+/// Content-Length computed from its body; the handler's Content-Length, Transfer-Encoding
+/// and Connection headers are ignored because the transport owns message framing. Responses
+/// to HEAD carry the Content-Length of the body but not the body. Bodies of 1xx, 204 and 304
+/// responses are dropped.
 class HttpServer {
  public:
   virtual ~HttpServer() = default;
   /// The bound port (useful with port 0).
   virtual uint16_t port() const = 0;
-  /// Stops accepting, closes connections, joins the I/O threads. Idempotent.
+  /// Stops accepting, closes idle connections, lets running handlers finish and their
+  /// responses be written (for up to stop_grace_seconds), then joins the I/O threads.
+  /// Idempotent. Must not be called from the handler (it would join its own thread).
   virtual void stop() = 0;
 
-  /// Binds and starts serving. Errors: Unavailable when the address cannot be bound.
-  /// Malformed HTTP gets 400; bodies over max_body_bytes get 413 with body
-  /// {"__type":"RequestEntityTooLargeException","message":...}.
+  /// Binds and starts serving. Errors: InvalidArgument for nonsensical options (io_threads,
+  /// idle or I/O timeout below 1, negative stop grace, no handler); Unavailable, naming the
+  /// address, when it cannot be resolved or bound.
+  /// Malformed HTTP gets 400 {"__type":"SerializationException",...}; bodies over
+  /// max_body_bytes get 413 with body {"__type":"RequestEntityTooLargeException",
+  /// "message":...}; both close the connection.
   static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                      HttpHandler handler);
 };
