@@ -870,7 +870,9 @@ std::vector<MicroResult> MicroProfile(const Target& target, const ClusterInfo& c
                      " B)",
                  MicrosPerCall([&] { Sink(page.dump().size()); })});
   out.push_back({"JSON parse of a 100-node page (client side, not done per request)",
-                 MicrosPerCall([&] { Sink(Json::parse(cluster.page_body, nullptr, false).size()); })});
+                 MicrosPerCall([&] {
+                   Sink(Json::parse(cluster.page_body, nullptr, false).size());
+                 })});
   return out;
 }
 
@@ -929,7 +931,8 @@ std::vector<Check> Checks(const std::vector<CellResult>& cells, double max_rss, 
 void PrintTable(const Options& o, const ClusterInfo& cluster, const std::vector<CellResult>& cells,
                 const std::vector<Check>& checks, const std::vector<MicroResult>& micro,
                 const CpuShare& idle, const Memory& after_create) {
-  std::printf("\nHyperfleet API benchmark: %d nodes, %d server I/O threads, %d generator thread(s), "
+  std::printf("\nHyperfleet API benchmark: %d nodes, %d server I/O threads, "
+              "%d generator thread(s), "
               "%u CPUs, %.0f s per cell after %.0f s warm-up\n",
               cluster.nodes, o.io_threads, o.client_threads, std::thread::hardware_concurrency(),
               o.seconds, o.warmup);
@@ -1192,7 +1195,8 @@ int main(int argc, char** argv) {
   }
   const auto checks = Checks(cells, max_rss, max_hwm);
   if (o.json) {
-    std::printf("%s\n", ToJson(o, cluster, cells, checks, micro, idle, after_create).dump(2).c_str());
+    const Json doc = ToJson(o, cluster, cells, checks, micro, idle, after_create);
+    std::printf("%s\n", doc.dump(2).c_str());
   } else {
     PrintTable(o, cluster, cells, checks, micro, idle, after_create);
   }
