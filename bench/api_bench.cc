@@ -933,7 +933,7 @@ void PrintTable(const Options& o, const ClusterInfo& cluster, const std::vector<
                 const CpuShare& idle, const Memory& after_create) {
   std::printf("\nHyperfleet API benchmark: %d nodes, %d server I/O threads, "
               "%d generator thread(s), "
-              "%u CPUs, %.0f s per cell after %.0f s warm-up\n",
+              "%u CPUs, %g s per cell after %g s warm-up\n",
               cluster.nodes, o.io_threads, o.client_threads, std::thread::hardware_concurrency(),
               o.seconds, o.warmup);
   if (cluster.create_seconds >= 0) {
