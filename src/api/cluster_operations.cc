@@ -662,7 +662,7 @@ StatusOr<nlohmann::json> ClusterOperations::batchDeleteClusterNodes(const Json& 
       g.spec["InstanceCount"] = g.target_count;
     }
     if (!batch.nodes.empty()) batch.clusters.push_back({c, c.revision, false});
-    Json out = {{"ClusterArn", c.arn}};
+    Json out = Json::object();
     if (!ok_ids.empty()) out["Successful"] = ok_ids;
     if (!failed.empty()) out["Failed"] = failed;
     if (!ok_logical.empty()) out["SuccessfulNodeLogicalIds"] = ok_logical;

@@ -34,8 +34,6 @@ std::string AwsErrorType(const Status& status) {
 
 int HttpStatusFor(const Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kUnauthenticated:
-      return 403;
     case absl::StatusCode::kUnavailable:
       return 503;
     case absl::StatusCode::kInternal:

@@ -29,7 +29,7 @@ constexpr std::string_view kTerminator = "aws4_request";
 // ---- AWS-style errors --------------------------------------------------------------------
 
 Status MissingToken() {
-  return WithAwsErrorType(absl::UnauthenticatedError("Missing Authentication Token"),
+  return WithAwsErrorType(absl::UnauthenticatedError("Request is missing Authentication Token"),
                           "MissingAuthenticationTokenException");
 }
 

@@ -43,7 +43,7 @@ std::string FormatUuid(const std::array<unsigned char, 16>& b) {
 
 std::string RandomIdSource::clusterId() { return RandomString(kLowerAlnum, 12); }
 std::string RandomIdSource::instanceId() { return "i-" + RandomString(kHex, 17); }
-std::string RandomIdSource::eventId() { return RandomString(kLowerAlnum, 24); }
+std::string RandomIdSource::eventId() { return uuid(); }
 std::string RandomIdSource::uuid() {
   std::array<unsigned char, 16> b{};
   if (RAND_bytes(b.data(), b.size()) != 1) throw std::runtime_error("RAND_bytes failed");
@@ -73,7 +73,7 @@ std::string SequentialIdSource::next(std::string_view alphabet, int length) {
 
 std::string SequentialIdSource::clusterId() { return next(kLowerAlnum, 12); }
 std::string SequentialIdSource::instanceId() { return "i-" + next(kHex, 17); }
-std::string SequentialIdSource::eventId() { return next(kLowerAlnum, 24); }
+std::string SequentialIdSource::eventId() { return uuid(); }
 std::string SequentialIdSource::uuid() {
   std::string h = next(kHex, 32);
   h[12] = '4';

@@ -70,7 +70,7 @@ struct Work {
     model::Node n;
     n.cluster_id = cluster.id;
     n.instance_id = ids.instanceId();
-    n.logical_id = absl::StrCat(g.name, "-", ids.eventId().substr(0, 12));
+    n.logical_id = absl::StrCat(g.name, "-", ids.logicalIdSuffix());
     n.group = g.name;
     n.instance_type = g.instance_type;
     n.status = is::kPending;

@@ -49,7 +49,8 @@ Status FakeProvider::launch(const InstanceSpec& spec) {
     }
   }
   records_.emplace(spec.instance_id, std::move(r));
-  return saveLocked();
+  dirty_ = true;
+  return absl::OkStatus();
 }
 
 Status FakeProvider::terminate(std::string_view instance_id) {
@@ -57,13 +58,17 @@ Status FakeProvider::terminate(std::string_view instance_id) {
   auto it = records_.find(std::string(instance_id));
   if (it == records_.end() || it->second.terminated) return absl::OkStatus();
   it->second.terminated = clock_.now();
-  return saveLocked();
+  dirty_ = true;
+  return absl::OkStatus();
 }
 
 StatusOr<std::vector<InstanceObservation>> FakeProvider::list(std::string_view cluster_id) {
   std::lock_guard lock(mu_);
   const SystemTime now = clock_.now();
   expireLocked(now);
+  // Persist before reporting: whatever the controller acts on survives a crash. A launch or
+  // terminate lost to a crash before this point is simply asked again (both are idempotent).
+  if (dirty_) HF_RETURN_IF_ERROR(saveLocked());
   std::vector<InstanceObservation> out;
   for (const auto& [id, r] : records_) {
     if (r.spec.cluster_id != cluster_id) continue;
@@ -98,7 +103,7 @@ void FakeProvider::failNextLaunchesForTest(const std::string& group, int count,
 void FakeProvider::killForTest(const std::string& instance_id) {
   std::lock_guard lock(mu_);
   records_.erase(instance_id);
-  (void)saveLocked();
+  dirty_ = true;
 }
 
 size_t FakeProvider::sizeForTest() const {
@@ -116,7 +121,7 @@ void FakeProvider::expireLocked(SystemTime now) {
       ++it;
     }
   }
-  if (changed) (void)saveLocked();
+  if (changed) dirty_ = true;
 }
 
 Status FakeProvider::load() {
@@ -148,7 +153,8 @@ Status FakeProvider::load() {
   return absl::OkStatus();
 }
 
-Status FakeProvider::saveLocked() const {
+Status FakeProvider::saveLocked() {
+  dirty_ = false;
   if (options_.state_file.empty()) return absl::OkStatus();
   json instances = json::array();
   for (const auto& [id, r] : records_) {

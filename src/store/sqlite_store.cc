@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -210,7 +211,12 @@ constexpr const char* kNodeCols =
     "cluster_id, instance_id, logical_id, group_name, instance_type, status, message, "
     "launch_time, private_ip, hostname, revision, body";
 
-model::Node ReadNode(const Stmt& s) {
+// The columns of a node summary: all but the JSON body, which list pages never need.
+constexpr const char* kNodeSummaryCols =
+    "cluster_id, instance_id, logical_id, group_name, instance_type, status, message, "
+    "launch_time, private_ip, hostname, revision";
+
+model::Node ReadNode(const Stmt& s, bool body_column = true) {
   model::Node n;
   n.cluster_id = s.text(0);
   n.instance_id = s.text(1);
@@ -223,6 +229,7 @@ model::Node ReadNode(const Stmt& s) {
   n.private_ip = s.text(8);
   n.hostname = s.text(9);
   n.revision = s.int64(10);
+  if (!body_column) return n;
   json body = json::parse(s.text(11), nullptr, false);
   if (body.is_object()) {
     n.lifecycle = body.value("lifecycle", json());
@@ -328,16 +335,20 @@ class SqliteStore final : public Store {
     if (!q.page_token.empty()) {
       HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, by_time));
     }
+    // Conditions appear only when used: an always-present range on the sort column would
+    // keep SQLite from seeking to the page's start in the index.
     std::string sql = absl::StrCat(
-        "SELECT ", kClusterCols, " FROM clusters WHERE creation_time > ?1 AND creation_time < ?2",
-        " AND name LIKE ?3 ESCAPE '\\'",
+        "SELECT ", kClusterCols, " FROM clusters WHERE 1",
+        q.created_after ? " AND creation_time > ?1" : "",
+        q.created_before ? " AND creation_time < ?2" : "",
+        q.name_contains.empty() ? "" : " AND name LIKE ?3 ESCAPE '\\'",
         token ? absl::StrCat(" AND (", key_col, ", id) ", op, " (?4, ?5)") : "", " ORDER BY ",
         key_col, " ", dir, ", id ", dir, " LIMIT ?6");
     return withReader([&](Connection& c) -> StatusOr<Page<model::Cluster>> {
       auto s = c.stmt(sql);
-      s.bind(1, q.created_after ? ToEpochSeconds(*q.created_after) : -1e18);
-      s.bind(2, q.created_before ? ToEpochSeconds(*q.created_before) : 1e18);
-      s.bind(3, ContainsPattern(q.name_contains));
+      if (q.created_after) s.bind(1, ToEpochSeconds(*q.created_after));
+      if (q.created_before) s.bind(2, ToEpochSeconds(*q.created_before));
+      if (!q.name_contains.empty()) s.bind(3, ContainsPattern(q.name_contains));
       if (token) {
         if (by_time) {
           s.bind(4, token->key.get<double>());
@@ -387,16 +398,17 @@ class SqliteStore final : public Store {
       HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, by_time));
     }
     std::string sql = absl::StrCat(
-        "SELECT ", kNodeCols,
-        " FROM nodes WHERE cluster_id = ?1 AND launch_time > ?2 AND launch_time < ?3",
+        "SELECT ", kNodeSummaryCols, " FROM nodes WHERE cluster_id = ?1",
+        q.created_after ? " AND launch_time > ?2" : "",
+        q.created_before ? " AND launch_time < ?3" : "",
         q.group_contains.empty() ? "" : " AND group_name LIKE ?4 ESCAPE '\\'",
         token ? absl::StrCat(" AND (", key_col, ", instance_id) ", op, " (?5, ?6)") : "",
         " ORDER BY ", key_col, " ", dir, ", instance_id ", dir, " LIMIT ?7");
     return withReader([&](Connection& c) -> StatusOr<Page<model::Node>> {
       auto s = c.stmt(sql);
       s.bind(1, cluster_id);
-      s.bind(2, q.created_after ? ToEpochSeconds(*q.created_after) : -1e18);
-      s.bind(3, q.created_before ? ToEpochSeconds(*q.created_before) : 1e18);
+      if (q.created_after) s.bind(2, ToEpochSeconds(*q.created_after));
+      if (q.created_before) s.bind(3, ToEpochSeconds(*q.created_before));
       if (!q.group_contains.empty()) s.bind(4, ContainsPattern(q.group_contains));
       if (token) {
         if (by_time) {
@@ -409,7 +421,7 @@ class SqliteStore final : public Store {
       s.bind(7, static_cast<int64_t>(q.limit) + 1);
       Page<model::Node> page;
       int rc;
-      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadNode(s));
+      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadNode(s, /*body=*/false));
       if (rc != SQLITE_DONE) return SqliteError(c.db(), "list nodes");
       if (static_cast<int>(page.items.size()) > q.limit) {
         page.items.resize(q.limit);
@@ -424,31 +436,56 @@ class SqliteStore final : public Store {
   StatusOr<std::map<std::string, GroupCounts>> groupCounts(
       const std::string& cluster_id) override {
     return withReader([&](Connection& c) -> StatusOr<std::map<std::string, GroupCounts>> {
-      auto s = c.stmt(
-          "SELECT group_name, status, COUNT(*) FROM nodes WHERE cluster_id = ?1 "
-          "GROUP BY group_name, status");
-      s.bind(1, cluster_id);
-      std::map<std::string, GroupCounts> out;
-      int rc;
-      while ((rc = s.step()) == SQLITE_ROW) {
-        GroupCounts& g = out[s.text(0)];
-        const std::string status = s.text(1);
-        const int n = static_cast<int>(s.int64(2));
-        if (status == model::instance_status::kRunning) {
-          g.running += n;
-        } else if (status == model::instance_status::kPending) {
-          g.pending += n;
-        } else if (status == model::instance_status::kFailure) {
-          g.failed += n;
-        } else if (status == model::instance_status::kShuttingDown) {
-          g.shutting_down += n;
-        } else {
-          g.other += n;
-        }
-      }
-      if (rc != SQLITE_DONE) return SqliteError(c.db(), "count nodes");
-      return out;
+      // A cluster's revision changes with every write to it or to any of its nodes, so
+      // counts computed at a revision stay right until the revision moves. Revision and
+      // counts are read in one snapshot.
+      HF_RETURN_IF_ERROR(c.exec("BEGIN"));
+      auto result = countsAtCurrentRevision(c, cluster_id);
+      (void)c.exec("COMMIT");
+      return result;
     });
+  }
+
+  StatusOr<std::map<std::string, GroupCounts>> countsAtCurrentRevision(
+      Connection& c, const std::string& cluster_id) {
+    HF_ASSIGN_OR_RETURN(int64_t revision, rowRevision(c, "clusters", "id", cluster_id));
+    {
+      std::lock_guard lock(counts_mu_);
+      auto it = counts_cache_.find(cluster_id);
+      if (it != counts_cache_.end() && it->second.first == revision) return it->second.second;
+    }
+    HF_ASSIGN_OR_RETURN(auto counts, countNodes(c, cluster_id));
+    std::lock_guard lock(counts_mu_);
+    counts_cache_[cluster_id] = {revision, counts};
+    return counts;
+  }
+
+  StatusOr<std::map<std::string, GroupCounts>> countNodes(Connection& c,
+                                                        const std::string& cluster_id) {
+    auto s = c.stmt(
+        "SELECT group_name, status, COUNT(*) FROM nodes WHERE cluster_id = ?1 "
+        "GROUP BY group_name, status");
+    s.bind(1, cluster_id);
+    std::map<std::string, GroupCounts> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      GroupCounts& g = out[s.text(0)];
+      const std::string status = s.text(1);
+      const int n = static_cast<int>(s.int64(2));
+      if (status == model::instance_status::kRunning) {
+        g.running += n;
+      } else if (status == model::instance_status::kPending) {
+        g.pending += n;
+      } else if (status == model::instance_status::kFailure) {
+        g.failed += n;
+      } else if (status == model::instance_status::kShuttingDown) {
+        g.shutting_down += n;
+      } else {
+        g.other += n;
+      }
+    }
+    if (rc != SQLITE_DONE) return SqliteError(c.db(), "count nodes");
+    return out;
   }
 
   StatusOr<model::Node> node(const std::string& cluster_id, const std::string& id) override {
@@ -476,7 +513,8 @@ class SqliteStore final : public Store {
     const char* dir = q.descending ? "DESC" : "ASC";
     std::string sql = absl::StrCat(
         "SELECT ", kEventCols,
-        " FROM events WHERE cluster_id = ?1 AND time > ?2 AND time < ?3",
+        " FROM events WHERE cluster_id = ?1", q.after ? " AND time > ?2" : "",
+        q.before ? " AND time < ?3" : "",
         q.group.empty() ? "" : " AND group_name = ?4",
         q.instance_id.empty() ? "" : " AND instance_id = ?5",
         q.resource_type.empty() ? "" : " AND resource_type = ?6",
@@ -485,8 +523,8 @@ class SqliteStore final : public Store {
     return withReader([&](Connection& c) -> StatusOr<Page<model::Event>> {
       auto s = c.stmt(sql);
       s.bind(1, cluster_id);
-      s.bind(2, q.after ? ToEpochSeconds(*q.after) : -1e18);
-      s.bind(3, q.before ? ToEpochSeconds(*q.before) : 1e18);
+      if (q.after) s.bind(2, ToEpochSeconds(*q.after));
+      if (q.before) s.bind(3, ToEpochSeconds(*q.before));
       if (!q.group.empty()) s.bind(4, q.group);
       if (!q.instance_id.empty()) s.bind(5, q.instance_id);
       if (!q.resource_type.empty()) s.bind(6, q.resource_type);
@@ -681,6 +719,14 @@ class SqliteStore final : public Store {
       s.bind(12, json{{"lifecycle", n.lifecycle}, {"extras", n.spec_extras}}.dump());
       HF_RETURN_IF_ERROR(stepDone(c, s, "write node"));
     }
+    // A node write moves its cluster's revision too (see groupCounts).
+    std::set<std::string> touched;
+    for (const auto& w : b.nodes) touched.insert(w.node.cluster_id);
+    for (const auto& id : touched) {
+      auto s = c.stmt("UPDATE clusters SET revision = ?2 WHERE id = ?1");
+      s.bind(1, id).bind(2, rev);
+      HF_RETURN_IF_ERROR(stepDone(c, s, "bump cluster revision"));
+    }
     for (const auto& e : b.events) {
       auto s = c.stmt(
           "INSERT INTO events (id, cluster_id, group_name, instance_id, resource_type, level, "
@@ -716,6 +762,10 @@ class SqliteStore final : public Store {
   std::unique_ptr<Connection> writer_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> readers_;
+  std::mutex counts_mu_;
+  // cluster id -> (cluster revision, counts at that revision)
+  std::unordered_map<std::string, std::pair<int64_t, std::map<std::string, GroupCounts>>>
+      counts_cache_;
 };
 
 }  // namespace

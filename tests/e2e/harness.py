@@ -50,12 +50,12 @@ class Server:
         self.port = 0
 
     def start(self, port=0):
-        log = open(os.path.join(self.data_dir, "server.log"), "ab")
-        self.proc = subprocess.Popen(
-            [BINARY, "server", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir,
-             "--access-key-id", ACCESS_KEY, "--secret-access-key", SECRET_KEY,
-             "--fake-boot-delay-ms", str(self.boot_delay_ms), *self.extra_args],
-            stdout=subprocess.PIPE, stderr=log, text=True)
+        with open(os.path.join(self.data_dir, "server.log"), "ab") as log:
+            self.proc = subprocess.Popen(
+                [BINARY, "server", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir,
+                 "--access-key-id", ACCESS_KEY, "--secret-access-key", SECRET_KEY,
+                 "--fake-boot-delay-ms", str(self.boot_delay_ms), *self.extra_args],
+                stdout=subprocess.PIPE, stderr=log, text=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
@@ -77,6 +77,11 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._release()
+
+    def _release(self):
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
         self.proc = None
 
     def kill9(self):
@@ -84,7 +89,7 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
-        self.proc = None
+        self._release()
 
     def cleanup(self):
         self.stop()

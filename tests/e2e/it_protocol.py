@@ -154,39 +154,39 @@ class ProtocolTest(unittest.TestCase):
         def unsigned(body):
             return self.raw(body=body, headers={"Content-Type": JSON_11,
                                                 "X-Amz-Target": "SageMaker.CreateCluster"})
-        self.assertRejectedCreate(unsigned, 403, "MissingAuthenticationTokenException")
+        self.assertRejectedCreate(unsigned, 400, "MissingAuthenticationTokenException")
 
     def test_unknown_access_key(self):
         self.assertRejectedCreate(
             lambda b: self.send("CreateCluster", b, key="AKIANOSUCHKEY0000000"),
-            403, "UnrecognizedClientException",
+            400, "UnrecognizedClientException",
             r"^The security token included in the request is invalid\.$")
 
     def test_wrong_secret(self):
         self.assertRejectedCreate(
             lambda b: self.send("CreateCluster", b, secret="not-the-secret"),
-            403, "InvalidSignatureException", "signature")
+            400, "InvalidSignatureException", "signature")
 
     def test_tampered_body(self):
         def tampered(body):
             headers = sigv4_headers(self.host, "SageMaker.CreateCluster", body)
             return self.raw(body=body.replace(b"proto-rejected", b"proto-tampered"),
                             headers=headers)
-        self.assertRejectedCreate(tampered, 403, "InvalidSignatureException")
+        self.assertRejectedCreate(tampered, 400, "InvalidSignatureException")
 
     def test_wrong_scope(self):
         self.assertRejectedCreate(lambda b: self.send("CreateCluster", b, region="eu-west-1"),
-                                  403, "InvalidSignatureException", "region")
+                                  400, "InvalidSignatureException", "region")
         self.assertRejectedCreate(lambda b: self.send("CreateCluster", b, service="s3"),
-                                  403, "InvalidSignatureException", "service")
+                                  400, "InvalidSignatureException", "service")
 
     def test_clock_skew(self):
         now = datetime.datetime.now(datetime.timezone.utc)
         minutes = lambda m: now + datetime.timedelta(minutes=m)
         self.assertRejectedCreate(lambda b: self.send("CreateCluster", b, when=minutes(-20)),
-                                  403, "InvalidSignatureException", r"^Signature expired")
+                                  400, "InvalidSignatureException", r"^Signature expired")
         self.assertRejectedCreate(lambda b: self.send("CreateCluster", b, when=minutes(20)),
-                                  403, "InvalidSignatureException", r"^Signature not yet current")
+                                  400, "InvalidSignatureException", r"^Signature not yet current")
         for m in (-14, 14):
             with self.subTest(minutes=m):
                 r = self.send("DescribeCluster", {"ClusterName": "proto-one"}, when=minutes(m))

@@ -14,8 +14,9 @@ namespace hf::api {
 /// UnknownOperationException, Unavailable→ServiceUnavailable, others→InternalFailure.
 std::string AwsErrorType(const Status& status);
 
-/// The HTTP status for `status`: 403 for authentication failures (Unauthenticated), 503 for
-/// Unavailable, 500 for server faults, 400 for every other client error.
+/// The HTTP status for `status`: 503 for Unavailable, 500 for server faults, 400 for every
+/// client error, authentication failures included (as AWS's JSON 1.1 services answer
+/// UnrecognizedClientException and InvalidSignatureException).
 int HttpStatusFor(const Status& status);
 
 /// The error response: body {"__type": <type>, "message": <text>}, header x-amzn-ErrorType,

@@ -16,10 +16,12 @@ class IdSource {
   virtual std::string clusterId() = 0;
   /// `i-` + 17 lowercase hex digits (ClusterNodeId pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`).
   virtual std::string instanceId() = 0;
-  /// An event id (EventId: 1..256 chars); also used for node logical ids.
+  /// An event id: a UUID, as the model's EventId pattern requires.
   virtual std::string eventId() = 0;
   /// A UUIDv4 string, for x-amzn-RequestId and provider request ids.
   virtual std::string uuid() = 0;
+  /// 12 lowercase hex digits, the unique part of a NodeLogicalId.
+  std::string logicalIdSuffix() { return uuid().substr(24); }
 };
 
 /// Ids from OpenSSL's CSPRNG.

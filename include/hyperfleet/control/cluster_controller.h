@@ -26,8 +26,9 @@ class ClusterController {
   struct Options {
     /// How often a cluster with work in flight is looked at again.
     Duration active_interval = std::chrono::milliseconds(100);
-    /// How often every cluster is resynced with its provider.
-    Duration resync_interval = std::chrono::seconds(2);
+    /// How often every cluster is resynced with its provider. Node health does not wait
+    /// for this: it comes from heartbeats (agents) as it happens.
+    Duration resync_interval = std::chrono::seconds(10);
   };
 
   ClusterController(store::Store& store, provider::Provider& provider, const Clock& clock,

@@ -1,8 +1,9 @@
 #pragma once
 // An in-process provider whose instances exist only as records: they become Running
 // `boot_delay` after launch and disappear `terminate_delay` after terminate, measured on
-// the injected clock. It persists its records to a JSON file (when given one) so that a
-// restarted control plane re-adopts its instances, as it would real machines.
+// the injected clock. It persists its records to a JSON file (when given one, before each
+// list() that follows a change) so that a restarted control plane re-adopts its instances,
+// as it would real machines.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,7 +52,7 @@ class FakeProvider final : public Provider {
 
   FakeProvider(const Clock& clock, Options options) : clock_(clock), options_(std::move(options)) {}
   Status load();
-  Status saveLocked() const;
+  Status saveLocked();
   void expireLocked(SystemTime now);
 
   const Clock& clock_;
@@ -60,6 +61,7 @@ class FakeProvider final : public Provider {
   std::map<std::string, Record> records_;  // by instance id
   std::map<std::string, std::pair<int, std::string>> fail_next_;  // group -> (count, message)
   unsigned next_ip_ = 0;
+  bool dirty_ = false;  // records changed since the last save
 };
 
 }  // namespace hf::provider

@@ -111,7 +111,8 @@ class Store {
   ///     the expected one, or a row expected to exist is missing;
   ///   AlreadyExists (wire: ResourceInUse) when a created cluster's name is taken;
   ///   Internal on I/O failure. Nothing is written on error.
-  /// Returns the new revision, which every written row now carries.
+  /// Returns the new revision, which every written row now carries; a cluster whose nodes
+  /// were written carries it too (a cluster's revision moves with its nodes).
   virtual StatusOr<int64_t> commit(const WriteBatch& batch) = 0;
 
   /// The cluster whose id, name or ARN is `name_or_arn`; NotFound when none.

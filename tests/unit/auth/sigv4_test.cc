@@ -254,7 +254,7 @@ TEST(SigV4Verify, NoAuthorizationHeader) {
                   r.headers.end());
   ExpectAwsError(VerifyFixture(r, kBotocoreCreateCluster).status(),
                  absl::StatusCode::kUnauthenticated, "MissingAuthenticationTokenException",
-                 "Missing Authentication Token");
+                 "Request is missing Authentication Token");
 }
 
 TEST(SigV4Verify, GarbageHeader) {
