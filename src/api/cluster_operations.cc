@@ -199,15 +199,9 @@ StatusOr<nlohmann::json> ClusterOperations::call(std::string_view op, const Json
 model::Event ClusterOperations::event(const model::Cluster& c, std::string resource_type,
                                       std::string level, std::string description,
                                       std::string group) const {
-  model::Event e;
-  e.id = ids_.eventId();
-  e.cluster_id = c.id;
-  e.group = std::move(group);
-  e.resource_type = std::move(resource_type);
-  e.level = std::move(level);
-  e.time = clock_.now();
-  e.description = std::move(description);
-  return e;
+  return model::MakeEvent(ids_.eventId(), c.id, clock_.now(),
+                          {std::move(resource_type), std::move(level), std::move(description),
+                           std::move(group), "", nullptr});
 }
 
 // ---- CreateCluster ---------------------------------------------------------------------

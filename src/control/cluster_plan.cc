@@ -32,17 +32,10 @@ struct Work {
 
   void event(std::string resource_type, std::string level, std::string description,
              std::string group = "", std::string instance_id = "", json metadata = json()) {
-    model::Event e;
-    e.id = ids.eventId();
-    e.cluster_id = cluster.id;
-    e.group = std::move(group);
-    e.instance_id = std::move(instance_id);
-    e.resource_type = std::move(resource_type);
-    e.level = std::move(level);
-    e.time = now;
-    e.description = std::move(description);
-    e.metadata = std::move(metadata);
-    plan.writes.events.push_back(std::move(e));
+    plan.writes.events.push_back(model::MakeEvent(
+        ids.eventId(), cluster.id, now,
+        {std::move(resource_type), std::move(level), std::move(description), std::move(group),
+         std::move(instance_id), std::move(metadata)}));
   }
 
   void setStatus(size_t i, const char* status, std::string message = "") {

@@ -14,4 +14,18 @@ bool Cluster::continuous() const {
   return it != spec.end() && it->is_string() && *it == "Continuous";
 }
 
+Event MakeEvent(std::string id, std::string cluster_id, SystemTime time, EventText text) {
+  Event e;
+  e.id = std::move(id);
+  e.cluster_id = std::move(cluster_id);
+  e.time = time;
+  e.resource_type = std::move(text.resource_type);
+  e.level = std::move(text.level);
+  e.description = std::move(text.description);
+  e.group = std::move(text.group);
+  e.instance_id = std::move(text.instance_id);
+  e.metadata = std::move(text.metadata);
+  return e;
+}
+
 }  // namespace hf::model

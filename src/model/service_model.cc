@@ -14,10 +14,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "model/embedded_model.h"
 
-namespace hf::data {
-extern const std::string_view kSageMakerServiceModel;
-}  // namespace hf::data
 
 namespace hf::model {
 namespace {

@@ -272,6 +272,58 @@ std::string ContainsPattern(const std::string& needle) {
   return p;
 }
 
+/// Keyset pagination over (sort key, tie-breaker) columns, shared by every list query: the
+/// page starts strictly after the last row of the previous page, in the requested order.
+struct Keyset {
+  const char* key_col;  ///< sort column
+  const char* tie_col;  ///< unique tie-breaker column
+  bool numeric_key;     ///< sort column holds numbers (epoch seconds), else text
+  bool descending;
+  std::optional<Token> after;  ///< from the request's NextToken
+
+  /// Parses `page_token` (empty: first page). InvalidArgument for a token that is not ours.
+  Status start(const std::string& page_token) {
+    if (page_token.empty()) return absl::OkStatus();
+    HF_ASSIGN_OR_RETURN(after, DecodeToken(page_token, numeric_key));
+    return absl::OkStatus();
+  }
+  /// The WHERE condition (bound at ?key_param, ?key_param+1) and ORDER BY ... LIMIT ?limit.
+  std::string sql(int key_param, int limit_param) const {
+    const char* dir = descending ? "DESC" : "ASC";
+    return absl::StrCat(
+        after ? absl::StrCat(" AND (", key_col, ", ", tie_col, ") ", descending ? "<" : ">",
+                             " (?", key_param, ", ?", key_param + 1, ")")
+              : "",
+        " ORDER BY ", key_col, " ", dir, ", ", tie_col, " ", dir, " LIMIT ?", limit_param);
+  }
+  void bind(Stmt& s, int key_param, int limit_param, int limit) const {
+    if (after) {
+      if (numeric_key) {
+        s.bind(key_param, after->key.get<double>());
+      } else {
+        s.bind(key_param, after->key.get<std::string>());
+      }
+      s.bind(key_param + 1, after->tie);
+    }
+    s.bind(limit_param, static_cast<int64_t>(limit) + 1);  // one more: is there a next page?
+  }
+  /// Reads the rows of `s` into a page of at most `limit` items; `key_of(item)` gives the
+  /// (sort key, tie-breaker) that the next page's token starts after.
+  template <class T, class ReadFn, class KeyFn>
+  StatusOr<Page<T>> collect(Connection& c, Stmt& s, int limit, ReadFn read, KeyFn key_of) const {
+    Page<T> page;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(read(s));
+    if (rc != SQLITE_DONE) return SqliteError(c.db(), "list");
+    if (static_cast<int>(page.items.size()) > limit) {
+      page.items.resize(limit);
+      auto [key, tie] = key_of(page.items.back());
+      page.next_token = EncodeToken(key, tie);
+    }
+    return page;
+  }
+};
+
 class SqliteStore final : public Store {
  public:
   explicit SqliteStore(std::string path) : path_(std::move(path)) {}
@@ -331,49 +383,30 @@ class SqliteStore final : public Store {
 
   StatusOr<Page<model::Cluster>> listClusters(const ClusterQuery& q) override {
     const bool by_time = q.sort_by == SortBy::kCreationTime;
-    const char* key_col = by_time ? "creation_time" : "name";
-    const char* op = q.descending ? "<" : ">";
-    const char* dir = q.descending ? "DESC" : "ASC";
-    std::optional<Token> token;
-    if (!q.page_token.empty()) {
-      HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, by_time));
-    }
+    Keyset keys{by_time ? "creation_time" : "name", "id", by_time, q.descending, {}};
+    HF_RETURN_IF_ERROR(keys.start(q.page_token));
     // Conditions appear only when used: an always-present range on the sort column would
     // keep SQLite from seeking to the page's start in the index.
     std::string sql = absl::StrCat(
         "SELECT ", kClusterCols, " FROM clusters WHERE 1",
         q.created_after ? " AND creation_time > ?1" : "",
         q.created_before ? " AND creation_time < ?2" : "",
-        q.name_contains.empty() ? "" : " AND name LIKE ?3 ESCAPE '\\'",
-        token ? absl::StrCat(" AND (", key_col, ", id) ", op, " (?4, ?5)") : "", " ORDER BY ",
-        key_col, " ", dir, ", id ", dir, " LIMIT ?6");
+        q.name_contains.empty() ? "" : " AND name LIKE ?3 ESCAPE '\\'", keys.sql(4, 6));
     return withReader([&](Connection& c) -> StatusOr<Page<model::Cluster>> {
       auto s = c.stmt(sql);
       if (q.created_after) s.bind(1, ToEpochSeconds(*q.created_after));
       if (q.created_before) s.bind(2, ToEpochSeconds(*q.created_before));
       if (!q.name_contains.empty()) s.bind(3, ContainsPattern(q.name_contains));
-      if (token) {
-        if (by_time) {
-          s.bind(4, token->key.get<double>());
-        } else {
-          s.bind(4, token->key.get<std::string>());
-        }
-        s.bind(5, token->tie);
-      }
-      s.bind(6, static_cast<int64_t>(q.limit) + 1);
-      Page<model::Cluster> page;
-      int rc;
-      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadCluster(s));
-      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list clusters");
-      if (static_cast<int>(page.items.size()) > q.limit) {
-        page.items.resize(q.limit);
-        const auto& last = page.items.back();
-        page.next_token = by_time ? EncodeToken(ToEpochSeconds(last.creation_time), last.id)
-                                  : EncodeToken(last.name, last.id);
-      }
-      return page;
+      keys.bind(s, 4, 6, q.limit);
+      return keys.collect<model::Cluster>(
+          c, s, q.limit, [](const Stmt& row) { return ReadCluster(row); },
+          [&](const model::Cluster& last) {
+            return std::pair(by_time ? json(ToEpochSeconds(last.creation_time)) : json(last.name),
+                             last.id);
+          });
     });
   }
+
 
   StatusOr<std::vector<model::Node>> nodes(const std::string& cluster_id) override {
     return withReader([&](Connection& c) -> StatusOr<std::vector<model::Node>> {
@@ -393,48 +426,29 @@ class SqliteStore final : public Store {
                                         const NodeQuery& q) override {
     const bool by_time = q.sort_by == SortBy::kCreationTime;
     // NAME orders nodes by instance group name, then instance id.
-    const char* key_col = by_time ? "launch_time" : "group_name";
-    const char* op = q.descending ? "<" : ">";
-    const char* dir = q.descending ? "DESC" : "ASC";
-    std::optional<Token> token;
-    if (!q.page_token.empty()) {
-      HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, by_time));
-    }
+    Keyset keys{by_time ? "launch_time" : "group_name", "instance_id", by_time, q.descending, {}};
+    HF_RETURN_IF_ERROR(keys.start(q.page_token));
     std::string sql = absl::StrCat(
         "SELECT ", kNodeSummaryCols, " FROM nodes WHERE cluster_id = ?1",
         q.created_after ? " AND launch_time > ?2" : "",
         q.created_before ? " AND launch_time < ?3" : "",
-        q.group_contains.empty() ? "" : " AND group_name LIKE ?4 ESCAPE '\\'",
-        token ? absl::StrCat(" AND (", key_col, ", instance_id) ", op, " (?5, ?6)") : "",
-        " ORDER BY ", key_col, " ", dir, ", instance_id ", dir, " LIMIT ?7");
+        q.group_contains.empty() ? "" : " AND group_name LIKE ?4 ESCAPE '\\'", keys.sql(5, 7));
     return withReader([&](Connection& c) -> StatusOr<Page<model::Node>> {
       auto s = c.stmt(sql);
       s.bind(1, cluster_id);
       if (q.created_after) s.bind(2, ToEpochSeconds(*q.created_after));
       if (q.created_before) s.bind(3, ToEpochSeconds(*q.created_before));
       if (!q.group_contains.empty()) s.bind(4, ContainsPattern(q.group_contains));
-      if (token) {
-        if (by_time) {
-          s.bind(5, token->key.get<double>());
-        } else {
-          s.bind(5, token->key.get<std::string>());
-        }
-        s.bind(6, token->tie);
-      }
-      s.bind(7, static_cast<int64_t>(q.limit) + 1);
-      Page<model::Node> page;
-      int rc;
-      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadNode(s, /*body=*/false));
-      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list nodes");
-      if (static_cast<int>(page.items.size()) > q.limit) {
-        page.items.resize(q.limit);
-        const auto& last = page.items.back();
-        page.next_token = by_time ? EncodeToken(ToEpochSeconds(last.launch_time), last.instance_id)
-                                  : EncodeToken(last.group, last.instance_id);
-      }
-      return page;
+      keys.bind(s, 5, 7, q.limit);
+      return keys.collect<model::Node>(
+          c, s, q.limit, [](const Stmt& row) { return ReadNode(row, /*body_column=*/false); },
+          [&](const model::Node& last) {
+            return std::pair(by_time ? json(ToEpochSeconds(last.launch_time)) : json(last.group),
+                             last.instance_id);
+          });
     });
   }
+
 
   StatusOr<std::map<std::string, GroupCounts>> groupCounts(
       const std::string& cluster_id) override {
@@ -508,21 +522,18 @@ class SqliteStore final : public Store {
 
   StatusOr<Page<model::Event>> listEvents(const std::string& cluster_id,
                                           const EventQuery& q) override {
-    std::optional<Token> token;
-    if (!q.page_token.empty()) {
-      HF_ASSIGN_OR_RETURN(token, DecodeToken(q.page_token, /*numeric_key=*/true));
+    Keyset keys{"time", "seq", /*numeric_key=*/true, q.descending, {}};
+    HF_RETURN_IF_ERROR(keys.start(q.page_token));
+    int64_t after_seq = 0;
+    if (keys.after && !absl::SimpleAtoi(keys.after->tie, &after_seq)) {
+      return absl::InvalidArgumentError("Invalid pagination token (NextToken).");
     }
-    const char* op = q.descending ? "<" : ">";
-    const char* dir = q.descending ? "DESC" : "ASC";
     std::string sql = absl::StrCat(
-        "SELECT ", kEventCols,
-        " FROM events WHERE cluster_id = ?1", q.after ? " AND time > ?2" : "",
-        q.before ? " AND time < ?3" : "",
+        "SELECT ", kEventCols, " FROM events WHERE cluster_id = ?1",
+        q.after ? " AND time > ?2" : "", q.before ? " AND time < ?3" : "",
         q.group.empty() ? "" : " AND group_name = ?4",
         q.instance_id.empty() ? "" : " AND instance_id = ?5",
-        q.resource_type.empty() ? "" : " AND resource_type = ?6",
-        token ? absl::StrCat(" AND (time, seq) ", op, " (?7, ?8)") : "", " ORDER BY time ", dir,
-        ", seq ", dir, " LIMIT ?9");
+        q.resource_type.empty() ? "" : " AND resource_type = ?6", keys.sql(7, 9));
     return withReader([&](Connection& c) -> StatusOr<Page<model::Event>> {
       auto s = c.stmt(sql);
       s.bind(1, cluster_id);
@@ -531,27 +542,16 @@ class SqliteStore final : public Store {
       if (!q.group.empty()) s.bind(4, q.group);
       if (!q.instance_id.empty()) s.bind(5, q.instance_id);
       if (!q.resource_type.empty()) s.bind(6, q.resource_type);
-      if (token) {
-        s.bind(7, token->key.get<double>());
-        int64_t seq = 0;
-        if (!absl::SimpleAtoi(token->tie, &seq)) {
-          return absl::InvalidArgumentError("Invalid pagination token (NextToken).");
-        }
-        s.bind(8, seq);
-      }
-      s.bind(9, static_cast<int64_t>(q.limit) + 1);
-      Page<model::Event> page;
-      int rc;
-      while ((rc = s.step()) == SQLITE_ROW) page.items.push_back(ReadEvent(s));
-      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list events");
-      if (static_cast<int>(page.items.size()) > q.limit) {
-        page.items.resize(q.limit);
-        const auto& last = page.items.back();
-        page.next_token = EncodeToken(ToEpochSeconds(last.time), std::to_string(last.seq));
-      }
-      return page;
+      keys.bind(s, 7, 9, q.limit);
+      if (keys.after) s.bind(8, after_seq);  // seq is an integer column
+      return keys.collect<model::Event>(
+          c, s, q.limit, [](const Stmt& row) { return ReadEvent(row); },
+          [](const model::Event& last) {
+            return std::pair(json(ToEpochSeconds(last.time)), std::to_string(last.seq));
+          });
     });
   }
+
 
   StatusOr<model::Event> event(const std::string& cluster_id, const std::string& id) override {
     return withReader([&](Connection& c) -> StatusOr<model::Event> {

@@ -95,6 +95,19 @@ struct Event {
   int64_t seq = 0;          ///< store order (assigned on commit)
 };
 
+/// What an event says; MakeEvent() adds who, when and its id.
+struct EventText {
+  std::string resource_type = "Cluster";  ///< Cluster | InstanceGroup | Instance
+  std::string level = "Info";             ///< Info | Warn | Error
+  std::string description;
+  std::string group;        ///< empty for cluster-level events
+  std::string instance_id;  ///< empty unless about one instance
+  nlohmann::json metadata;  ///< EventDetails.EventMetadata, or null
+};
+
+/// An event of cluster `cluster_id` at `time` with id `id` (a UUID, the model's EventId).
+Event MakeEvent(std::string id, std::string cluster_id, SystemTime time, EventText text);
+
 /// A resource tag.
 struct Tag {
   std::string key;

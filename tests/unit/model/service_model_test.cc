@@ -8,10 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "model/embedded_model.h"
 
-namespace hf::data {
-extern const std::string_view kSageMakerServiceModel;
-}  // namespace hf::data
 
 namespace hf::model {
 namespace {

@@ -1,0 +1,8 @@
+#pragma once
+// The service model subset embedded into the binary by cmake/embed.cmake (see
+// src/model/CMakeLists.txt): the bytes of data/aws-models/sagemaker/2017-07-24/service-2.json.
+#include <string_view>
+
+namespace hf::data {
+extern const std::string_view kSageMakerServiceModel;
+}  // namespace hf::data
