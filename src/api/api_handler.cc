@@ -105,7 +105,8 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
     return absl::UnimplementedError(
         absl::StrCat("Hyperfleet does not implement SageMaker.", op, " yet."));
   }
-  return clusters_.call(op, body);
+  // Members the model does not define are ignored, as AWS does, and never stored.
+  return clusters_.call(op, model_.pruneInput(op, body));
 }
 
 http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {

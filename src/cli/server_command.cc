@@ -1,6 +1,12 @@
 #include "hyperfleet/cli/server_command.h"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -8,6 +14,7 @@
 #include <memory>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/api/api_handler.h"
 #include "hyperfleet/api/cluster_operations.h"
@@ -35,6 +42,29 @@ StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen
   return std::make_pair(listen.substr(0, colon), static_cast<uint16_t>(port));
 }
 
+/// Takes an exclusive lock on `<data_dir>/server.lock` and writes our pid into it.
+/// FailedPrecondition when another server holds it.
+StatusOr<int> LockDataDir(const std::string& data_dir) {
+  const std::string path = data_dir + "/server.lock";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "another hyperfleet server (pid ", n > 0 ? absl::StripAsciiWhitespace(pid) : "?",
+        ") is using the data dir ", data_dir, "; stop it or use another --data-dir"));
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    spdlog::warn("cannot write pid to {}", path);
+  }
+  return fd;
+}
+
 }  // namespace
 
 Status RunServer(const ServerFlags& flags) {
@@ -53,6 +83,9 @@ Status RunServer(const ServerFlags& flags) {
   }
   const std::string data_dir = ResolveDataDir(flags.data_dir);
   HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));
+  // One server per data dir: two would each drive the same instances from their own view.
+  HF_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data_dir));
+  (void)lock_fd;  // held (and the lock with it) until the process exits
 
   // Block the stop signals before any thread starts, so that only sigwait() sees them.
   sigset_t stop_signals;

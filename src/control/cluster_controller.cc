@@ -42,7 +42,7 @@ void ClusterController::enqueue(const std::string& cluster_id) {
 
 StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
   ClusterSnapshot snap;
-  HF_ASSIGN_OR_RETURN(snap.cluster, store_.cluster(cluster_id));
+  HF_ASSIGN_OR_RETURN(snap.cluster, store_.clusterById(cluster_id));
   HF_ASSIGN_OR_RETURN(snap.nodes, store_.nodes(snap.cluster.id));
   HF_ASSIGN_OR_RETURN(snap.instances, provider_.list(snap.cluster.id));
   ClusterPlan plan = PlanCluster(snap, clock_.now(), ids_);

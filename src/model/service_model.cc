@@ -487,6 +487,35 @@ void Walker::Check(const Shape& shape, const json& v, std::string& path, int dep
   }
 }
 
+// Keeps what `shape` defines of `v`. Depth follows the model's shapes, not the input.
+json Prune(const Shape& shape, const json& v) {
+  switch (shape.kind) {
+    case Kind::kStructure: {
+      json out = json::object();
+      if (!v.is_object()) return out;
+      for (const Member& m : shape.members) {
+        auto it = v.find(m.name);
+        if (it != v.end() && !it->is_null() && m.shape) out[m.name] = Prune(*m.shape, *it);
+      }
+      return out;
+    }
+    case Kind::kList: {
+      json out = json::array();
+      if (!v.is_array() || !shape.member) return out;
+      for (const auto& item : v) out.push_back(Prune(*shape.member, item));
+      return out;
+    }
+    case Kind::kMap: {
+      json out = json::object();
+      if (!v.is_object() || !shape.value) return out;
+      for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = Prune(*shape.value, *it);
+      return out;
+    }
+    default:
+      return v;
+  }
+}
+
 class ModelImpl final : public ServiceModel {
  public:
   static StatusOr<std::shared_ptr<const ServiceModel>> Build(json doc);
@@ -535,6 +564,12 @@ class ModelImpl final : public ServiceModel {
       message += walker.violations[i];
     }
     return InvalidArgument(message);
+  }
+
+  json pruneInput(std::string_view operation, const json& input) const override {
+    auto op = operations_.find(operation);
+    if (op == operations_.end() || op->second == nullptr) return json::object();
+    return Prune(*op->second, input);
   }
 
  private:

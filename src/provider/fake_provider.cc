@@ -135,6 +135,16 @@ Status FakeProvider::load() {
     return absl::InternalError(
         absl::StrCat("fake provider state ", options_.state_file, " is not valid JSON"));
   }
+  try {
+    return loadFrom(j);
+  } catch (const json::exception& e) {
+    records_.clear();
+    return absl::InternalError(absl::StrCat("fake provider state ", options_.state_file,
+                                            " is malformed: ", e.what()));
+  }
+}
+
+Status FakeProvider::loadFrom(const nlohmann::json& j) {
   next_ip_ = j.value("next_ip", 0u);
   for (const auto& r : j.value("instances", json::array())) {
     Record rec;

@@ -357,15 +357,20 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<model::Cluster> cluster(const std::string& name_or_arn) override {
+    return readCluster("name = ?1 OR arn = ?1", name_or_arn);
+  }
+
+  StatusOr<model::Cluster> clusterById(const std::string& id) override {
+    return readCluster("id = ?1", id);
+  }
+
+  StatusOr<model::Cluster> readCluster(const char* condition, const std::string& key) {
     return withReader([&](Connection& c) -> StatusOr<model::Cluster> {
-      auto s = c.stmt(absl::StrCat("SELECT ", kClusterCols,
-                                   " FROM clusters WHERE id = ?1 OR name = ?1 OR arn = ?1"));
-      s.bind(1, name_or_arn);
+      auto s = c.stmt(absl::StrCat("SELECT ", kClusterCols, " FROM clusters WHERE ", condition));
+      s.bind(1, key);
       int rc = s.step();
       if (rc == SQLITE_ROW) return ReadCluster(s);
-      if (rc == SQLITE_DONE) {
-        return absl::NotFoundError(absl::StrCat("Cluster ", name_or_arn, " not found"));
-      }
+      if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("Cluster ", key, " not found"));
       return SqliteError(c.db(), "read cluster");
     });
   }

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import os
 import re
 import socket
 import unittest
@@ -323,6 +324,47 @@ class ProtocolTest(unittest.TestCase):
             self.assertEqual(self.send_cls("ListClusters", b"{}", conn=conn).status, 200)
         finally:
             conn.close()
+
+    def test_unknown_members_are_ignored_and_never_stored(self):
+        spec = harness.cluster_spec("proto-junk")
+        spec["Junk"] = "x" * 1000
+        spec["InstanceGroups"][0]["LifeCycleConfig"]["Junk"] = "y" * 1000
+        spec["InstanceGroups"][0]["Extra"] = {"deep": [1, 2, 3]}
+        r = self.send("CreateCluster", spec)
+        self.assertEqual(r.status, 200, r)
+        d = self.send("DescribeCluster", {"ClusterName": "proto-junk"})
+        self.assertEqual(d.status, 200, d)
+        self.assertNotIn("Junk", json.dumps(d.json))
+        self.assertNotIn("Extra", json.dumps(d.json))
+        self.assertEqual(d.json["InstanceGroups"][0]["LifeCycleConfig"]["OnCreate"], "on_create.sh")
+
+    def test_a_bare_cluster_id_is_not_a_cluster_name(self):
+        arn = self.send("DescribeCluster", {"ClusterName": "proto-one"}).json["ClusterArn"]
+        cluster_id = arn.rsplit("/", 1)[1]
+        # A cluster may be named like another cluster's id; names and ARNs never mix up.
+        r = self.send("CreateCluster", harness.cluster_spec(cluster_id))
+        self.assertEqual(r.status, 200, r)
+        by_name = self.send("DescribeCluster", {"ClusterName": cluster_id})
+        self.assertEqual(by_name.json["ClusterName"], cluster_id)
+        self.assertNotEqual(by_name.json["ClusterArn"], arn)
+        self.assertEqual(self.send("DescribeCluster", {"ClusterName": arn}).json["ClusterName"],
+                         "proto-one")
+
+    def test_far_future_time_filters(self):
+        r = self.send("ListClusters", {"CreationTimeAfter": 1e300})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["ClusterSummaries"], [])
+        r = self.send("ListClusters", {"CreationTimeBefore": 1e300, "MaxResults": 100})
+        self.assertEqual(len(r.json["ClusterSummaries"]), len(self.clusters()))
+
+    def test_a_second_server_on_the_same_data_dir_is_refused(self):
+        second = harness.Server(data_dir=self.server.data_dir)
+        with self.assertRaises(AssertionError):
+            second.start()
+        with open(os.path.join(self.server.data_dir, "server.log")) as f:
+            self.assertIn("another hyperfleet server", f.read())
+        # The first one still serves.
+        self.assertEqual(self.send("ListClusters", {}).status, 200)
 
     def test_garbage_on_the_socket(self):
         with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:

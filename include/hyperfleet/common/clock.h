@@ -25,7 +25,8 @@ class SystemClock final : public Clock {
 
 /// Seconds since the Unix epoch, with fraction, as the AWS JSON protocol encodes timestamps.
 double ToEpochSeconds(SystemTime t);
-/// Inverse of ToEpochSeconds (microsecond precision).
+/// Inverse of ToEpochSeconds (microsecond precision); values beyond SystemTime's range
+/// (about ±9.2e9 s) are clamped to it, NaN is 0.
 SystemTime FromEpochSeconds(double seconds);
 
 }  // namespace hf

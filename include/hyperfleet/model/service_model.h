@@ -54,6 +54,12 @@ class ServiceModel {
   /// over its max length and over 4096 code points is not matched against its pattern.
   /// Thread-safe; never throws.
   virtual Status validateInput(std::string_view operation, const nlohmann::json& input) const = 0;
+
+  /// `input` with every member that the operation's input shape does not define removed, at
+  /// every depth (JSON nulls too), so that only the model's members are ever stored. Call it
+  /// after validateInput() succeeded. Unknown operation: an empty object.
+  virtual nlohmann::json pruneInput(std::string_view operation,
+                                    const nlohmann::json& input) const = 0;
 };
 
 }  // namespace hf::model

@@ -52,6 +52,7 @@ class FakeProvider final : public Provider {
 
   FakeProvider(const Clock& clock, Options options) : clock_(clock), options_(std::move(options)) {}
   Status load();
+  Status loadFrom(const nlohmann::json& state);  // may throw json::exception
   Status saveLocked();
   void expireLocked(SystemTime now);
 

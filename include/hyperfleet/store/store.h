@@ -115,8 +115,11 @@ class Store {
   /// were written carries it too (a cluster's revision moves with its nodes).
   virtual StatusOr<int64_t> commit(const WriteBatch& batch) = 0;
 
-  /// The cluster whose id, name or ARN is `name_or_arn`; NotFound when none.
+  /// The cluster whose name or ARN is `name_or_arn` (as the API names clusters; a bare id
+  /// is not a name); NotFound when none.
   virtual StatusOr<model::Cluster> cluster(const std::string& name_or_arn) = 0;
+  /// The cluster with id `id`; NotFound when none.
+  virtual StatusOr<model::Cluster> clusterById(const std::string& id) = 0;
   /// Every cluster (for the controllers' resync).
   virtual StatusOr<std::vector<model::Cluster>> allClusters() = 0;
   /// A page of clusters. InvalidArgument for a token that is not ours.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "fakes/fake_clock.h"
 #include "hyperfleet/control/cluster_controller.h"
@@ -72,7 +73,7 @@ class ControllerTest : public ::testing::Test {
   }
 
   std::vector<model::Node> nodes(const std::string& id) { return store_->nodes(id).value(); }
-  model::Cluster cluster(const std::string& id) { return store_->cluster(id).value(); }
+  model::Cluster cluster(const std::string& id) { return store_->clusterById(id).value(); }
 
   void update(const std::string& id, const std::function<void(model::Cluster&)>& fn) {
     auto c = cluster(id);
@@ -181,7 +182,7 @@ TEST_F(ControllerTest, DeleteLeavesNothingBehind) {
   settle(id);
   update(id, [](model::Cluster& c) { c.status = cs::kDeleting; });
   settle(id);
-  EXPECT_TRUE(absl::IsNotFound(store_->cluster(id).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->clusterById(id).status()));
   EXPECT_EQ(provider_->sizeForTest(), 0u);
 }
 
@@ -245,3 +246,26 @@ TEST(PlanCluster, IsAPureFunctionOfSnapshotTimeAndIds) {
 
 }  // namespace
 }  // namespace hf::control
+
+namespace hf::provider {
+namespace {
+
+TEST(FakeProviderState, AMalformedStateFileIsAnErrorNotACrash) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("hf-fake-bad-" + std::to_string(getpid()))).string();
+  for (const char* text : {R"({"instances":"x","next_ip":"y"})", R"({"instances":[1,null]})",
+                           "not json"}) {
+    {
+      std::ofstream(path) << text;
+    }
+    testing::FakeClock clock;
+    FakeProvider::Options o;
+    o.state_file = path;
+    auto p = FakeProvider::Create(clock, o);
+    EXPECT_TRUE(absl::IsInternal(p.status())) << text << ": " << p.status();
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace hf::provider

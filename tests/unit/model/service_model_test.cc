@@ -568,3 +568,32 @@ TEST(FromJson, RejectsBrokenModels) {
 
 }  // namespace
 }  // namespace hf::model
+
+namespace hf::model {
+namespace {
+
+TEST(ServiceModelPrune, KeepsOnlyTheModelsMembersAtEveryDepth) {
+  const auto& model = *ServiceModel::Embedded();
+  nlohmann::json in = {
+      {"ClusterName", "demo"},
+      {"Junk", "x"},
+      {"InstanceGroups",
+       {{{"InstanceGroupName", "g"},
+         {"InstanceCount", 1},
+         {"Extra", {{"a", 1}}},
+         {"LifeCycleConfig", {{"SourceS3Uri", "s3://b/p/"}, {"OnCreate", "a.sh"}, {"Z", 1}}}}}},
+      {"Tags", {{{"Key", "k"}, {"Value", "v"}, {"Other", true}}}},
+      {"NodeRecovery", nullptr}};
+  auto out = model.pruneInput("CreateCluster", in);
+  EXPECT_EQ(out, (nlohmann::json{
+                     {"ClusterName", "demo"},
+                     {"InstanceGroups",
+                      {{{"InstanceGroupName", "g"},
+                        {"InstanceCount", 1},
+                        {"LifeCycleConfig", {{"SourceS3Uri", "s3://b/p/"}, {"OnCreate", "a.sh"}}}}}},
+                     {"Tags", {{{"Key", "k"}, {"Value", "v"}}}}}));
+  EXPECT_EQ(model.pruneInput("NoSuchOperation", in), nlohmann::json::object());
+}
+
+}  // namespace
+}  // namespace hf::model

@@ -75,8 +75,8 @@ TEST_P(StoreTest, CreateReadRoundTrip) {
   b.clusters.push_back({c, kMustNotExist, false});
   auto rev = store_->commit(b);
   ASSERT_TRUE(rev.ok()) << rev.status();
-  for (const std::string& key : std::vector<std::string>{"abcdefabcdef", "demo", c.arn}) {
-    auto got = store_->cluster(key);
+  for (const std::string& key : std::vector<std::string>{"", "demo", c.arn}) {
+    auto got = key.empty() ? store_->clusterById(c.id) : store_->cluster(key);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->name, "demo");
     EXPECT_EQ(got->revision, *rev);
@@ -86,6 +86,18 @@ TEST_P(StoreTest, CreateReadRoundTrip) {
     EXPECT_DOUBLE_EQ(ToEpochSeconds(got->creation_time), 100.5);
   }
   EXPECT_TRUE(absl::IsNotFound(store_->cluster("nope").status()));
+  // The API names clusters by name or ARN: a bare id is not a name.
+  EXPECT_TRUE(absl::IsNotFound(store_->cluster("abcdefabcdef").status()));
+}
+
+TEST_P(StoreTest, AClusterNamedLikeAnotherClustersIdIsFoundByItsName) {
+  WriteBatch b;
+  b.clusters.push_back({MakeCluster("abcdefabcdef", "alpha", 1), kMustNotExist, false});
+  b.clusters.push_back({MakeCluster("zzzzzzzzzzzz", "abcdefabcdef", 2), kMustNotExist, false});
+  ASSERT_TRUE(store_->commit(b).ok());
+  auto got = store_->cluster("abcdefabcdef");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->id, "zzzzzzzzzzzz");
 }
 
 TEST_P(StoreTest, CompareAndSwapRejectsStaleWritesAndChangesNothing) {
@@ -200,7 +212,7 @@ TEST_P(StoreTest, EraseRemovesNodesEventsAndTags) {
   c.revision = *rev;
   erase.clusters.push_back({c, *rev, true});
   ASSERT_TRUE(store_->commit(erase).ok());
-  EXPECT_TRUE(absl::IsNotFound(store_->cluster(c.id).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->clusterById(c.id).status()));
   EXPECT_TRUE(store_->nodes(c.id)->empty());
   EXPECT_TRUE(store_->tags(c.arn)->empty());
   EXPECT_TRUE(absl::IsNotFound(store_->event(c.id, "ev1").status()));
