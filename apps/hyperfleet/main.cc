@@ -6,7 +6,7 @@
 #include "hyperfleet/cli/server_command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Hyperfleet: a self-hosted SageMaker HyperPod (control plane, agent, CLI)"};
+  CLI::App app{"Hyperfleet: a self-hosted SageMaker HyperPod"};
   app.require_subcommand(1);
 
   hf::cli::ServerFlags server;

@@ -512,14 +512,15 @@ StatusOr<nlohmann::json> ClusterOperations::updateCluster(const Json& in) {
       if (in.contains(key)) c.spec[key] = in[key];
     }
     c.failure_message.clear();
-    if (groups_changed) {
-      c.status = cs::kUpdating;
-      batch.events.push_back(
-          event(c, "Cluster", "Info", absl::StrCat("Cluster ", c.name, " update started")));
-    } else {
-      batch.events.push_back(
-          event(c, "Cluster", "Info", absl::StrCat("Cluster ", c.name, " settings updated")));
-    }
+    // One change, one moment: the cluster-level event first, then the group events that
+    // detail it (events of equal time list in the order they were written).
+    batch.events.insert(
+        batch.events.begin(),
+        event(c, "Cluster", "Info",
+              absl::StrCat("Cluster ", c.name,
+                           groups_changed ? " update started" : " settings updated")));
+    for (auto& e : batch.events) e.time = batch.events.front().time;
+    if (groups_changed) c.status = cs::kUpdating;
     batch.clusters.push_back({c, c.revision, false});
     return Json{{"ClusterArn", c.arn}};
   });
