@@ -412,7 +412,6 @@ class SqliteStore final : public Store {
     });
   }
 
-
   StatusOr<std::vector<model::Node>> nodes(const std::string& cluster_id) override {
     return withReader([&](Connection& c) -> StatusOr<std::vector<model::Node>> {
       auto s = c.stmt(absl::StrCat("SELECT ", kNodeCols,
