@@ -168,32 +168,48 @@ ClusterOperations::ClusterOperations(store::Store& store, const model::ServiceMo
     : store_(store), model_(model), clock_(clock), ids_(ids), config_(std::move(config)),
       on_change_(std::move(on_change)) {}
 
+namespace {
+
+/// The operations implemented here: one table serves implements() and call().
+using Handler = StatusOr<nlohmann::json> (ClusterOperations::*)(const nlohmann::json&);
+const std::map<std::string, Handler, std::less<>>& Handlers() {
+  static const std::map<std::string, Handler, std::less<>> kHandlers = {
+      {"CreateCluster", &ClusterOperations::createCluster},
+      {"DescribeCluster", &ClusterOperations::describeCluster},
+      {"ListClusters", &ClusterOperations::listClusters},
+      {"UpdateCluster", &ClusterOperations::updateCluster},
+      {"DeleteCluster", &ClusterOperations::deleteCluster},
+      {"ListClusterNodes", &ClusterOperations::listClusterNodes},
+      {"DescribeClusterNode", &ClusterOperations::describeClusterNode},
+      {"BatchDeleteClusterNodes", &ClusterOperations::batchDeleteClusterNodes},
+      {"ListClusterEvents", &ClusterOperations::listClusterEvents},
+      {"DescribeClusterEvent", &ClusterOperations::describeClusterEvent},
+      {"AddTags", &ClusterOperations::addTags},
+      {"ListTags", &ClusterOperations::listTags},
+      {"DeleteTags", &ClusterOperations::deleteTags},
+  };
+  return kHandlers;
+}
+
+/// `out` with NextToken set when there is a next page (left out on the last one).
+nlohmann::json WithNextToken(nlohmann::json out, const std::string& next_token) {
+  if (!next_token.empty()) out["NextToken"] = next_token;
+  return out;
+}
+
+}  // namespace
+
 bool ClusterOperations::implements(std::string_view op) const {
-  static const std::set<std::string, std::less<>> kOps = {
-      "CreateCluster",       "DescribeCluster",  "ListClusters",
-      "UpdateCluster",       "DeleteCluster",    "ListClusterNodes",
-      "DescribeClusterNode", "BatchDeleteClusterNodes", "ListClusterEvents",
-      "DescribeClusterEvent", "AddTags",         "ListTags",
-      "DeleteTags"};
-  return kOps.count(op) > 0;
+  return Handlers().count(op) > 0;
 }
 
 StatusOr<nlohmann::json> ClusterOperations::call(std::string_view op, const Json& in) {
-  if (op == "CreateCluster") return createCluster(in);
-  if (op == "DescribeCluster") return describeCluster(in);
-  if (op == "ListClusters") return listClusters(in);
-  if (op == "UpdateCluster") return updateCluster(in);
-  if (op == "DeleteCluster") return deleteCluster(in);
-  if (op == "ListClusterNodes") return listClusterNodes(in);
-  if (op == "DescribeClusterNode") return describeClusterNode(in);
-  if (op == "BatchDeleteClusterNodes") return batchDeleteClusterNodes(in);
-  if (op == "ListClusterEvents") return listClusterEvents(in);
-  if (op == "DescribeClusterEvent") return describeClusterEvent(in);
-  if (op == "AddTags") return addTags(in);
-  if (op == "ListTags") return listTags(in);
-  if (op == "DeleteTags") return deleteTags(in);
-  return absl::UnimplementedError(
-      absl::StrCat("Hyperfleet does not implement SageMaker.", std::string(op), " yet."));
+  auto it = Handlers().find(op);
+  if (it == Handlers().end()) {
+    return absl::UnimplementedError(
+        absl::StrCat("Hyperfleet does not implement SageMaker.", std::string(op), " yet."));
+  }
+  return (this->*(it->second))(in);
 }
 
 model::Event ClusterOperations::event(const model::Cluster& c, std::string resource_type,
@@ -232,14 +248,8 @@ StatusOr<nlohmann::json> ClusterOperations::createCluster(const Json& in) {
         "The cluster would have ", TotalInstances(c.groups), " instances; the limit is ",
         config_.max_instances_per_cluster, " instances per cluster."));
   }
+  // A taken name is reported by the commit below (ResourceInUse), atomically.
   HF_ASSIGN_OR_RETURN(auto existing, store_.allClusters());
-  for (const auto& other : existing) {
-    if (other.name == c.name) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "Resource Already Exists: Cluster with name ", c.name,
-          " already exists. Choose a different name."));
-    }
-  }
   if (static_cast<int>(existing.size()) >= config_.max_clusters) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "The account-level service limit 'Maximum number of clusters' is ",
@@ -369,9 +379,7 @@ StatusOr<nlohmann::json> ClusterOperations::listClusters(const Json& in) {
     if (!plans.empty()) s["TrainingPlanArns"] = plans;
     summaries.push_back(std::move(s));
   }
-  Json out = {{"ClusterSummaries", summaries}};
-  if (!page.next_token.empty()) out["NextToken"] = page.next_token;
-  return out;
+  return WithNextToken({{"ClusterSummaries", std::move(summaries)}}, page.next_token);
 }
 
 // ---- UpdateCluster / DeleteCluster -------------------------------------------------------
@@ -576,9 +584,7 @@ StatusOr<nlohmann::json> ClusterOperations::listClusterNodes(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto page, store_.listNodes(c.id, q));
   Json summaries = Json::array();
   for (const auto& n : page.items) summaries.push_back(nodeSummary(n));
-  Json out = {{"ClusterNodeSummaries", std::move(summaries)}};
-  if (!page.next_token.empty()) out["NextToken"] = page.next_token;
-  return out;
+  return WithNextToken({{"ClusterNodeSummaries", std::move(summaries)}}, page.next_token);
 }
 
 StatusOr<nlohmann::json> ClusterOperations::describeClusterNode(const Json& in) {
@@ -697,9 +703,7 @@ StatusOr<nlohmann::json> ClusterOperations::listClusterEvents(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto page, store_.listEvents(c.id, q));
   Json events = Json::array();
   for (const auto& e : page.items) events.push_back(eventSummary(c, e, false));
-  Json out = {{"Events", std::move(events)}};
-  if (!page.next_token.empty()) out["NextToken"] = page.next_token;
-  return out;
+  return WithNextToken({{"Events", std::move(events)}}, page.next_token);
 }
 
 StatusOr<nlohmann::json> ClusterOperations::describeClusterEvent(const Json& in) {

@@ -41,7 +41,7 @@ class ClusterOperations {
   /// implemented here; otherwise those documented per operation in docs/compatibility.md.
   StatusOr<nlohmann::json> call(std::string_view operation, const nlohmann::json& request);
 
- private:
+ // The operations (public so that one dispatch table can name them; call() is the entry).
   using Json = nlohmann::json;
   StatusOr<Json> createCluster(const Json& in);
   StatusOr<Json> describeCluster(const Json& in);
@@ -56,6 +56,8 @@ class ClusterOperations {
   StatusOr<Json> addTags(const Json& in);
   StatusOr<Json> listTags(const Json& in);
   StatusOr<Json> deleteTags(const Json& in);
+
+ private:
 
   /// Runs read-modify-write `fn` on a cluster, retrying when a controller wrote the cluster
   /// between the read and the commit (compare-and-swap lost).
