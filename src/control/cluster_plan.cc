@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -300,17 +301,13 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
     return std::move(w.plan);
   }
 
-  // Finished group deletions leave the cluster.
+  // Finished group deletions leave the cluster: a group is gone once no record names it
+  // (records stay until the provider no longer reports their instance).
+  std::set<std::string> groups_with_nodes;
+  for (const auto& n : w.nodes) groups_with_nodes.insert(n.group);
   std::vector<std::string> still_deleting;
   for (const auto& name : w.cluster.groups_deleting) {
-    bool any = false;
-    for (const auto& n : w.nodes) any = any || n.group == name;
-    for (const auto& o : snapshot.instances) {
-      for (const auto& n : snapshot.nodes) {
-        any = any || (n.instance_id == o.instance_id && n.group == name);
-      }
-    }
-    if (any) {
+    if (groups_with_nodes.count(name)) {
       still_deleting.push_back(name);
     } else {
       w.event("InstanceGroup", "Info", absl::StrCat("Instance group ", name, " deleted"), name);
