@@ -45,6 +45,8 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
   HF_ASSIGN_OR_RETURN(snap.cluster, store_.clusterById(cluster_id));
   HF_ASSIGN_OR_RETURN(snap.nodes, store_.nodes(snap.cluster.id));
   HF_ASSIGN_OR_RETURN(snap.instances, provider_.list(snap.cluster.id));
+  snap.lifecycle_by_agent = provider_.runsLifecycleScripts();
+  snap.agent_start_timeout = options_.agent_start_timeout;
   ClusterPlan plan = PlanCluster(snap, clock_.now(), ids_);
   if (!plan.writes.empty()) {
     auto committed = store_.commit(plan.writes);

@@ -80,6 +80,16 @@ struct Work {
   }
 };
 
+/// Marks node `i` failed with `message` (its InstanceStatus.Message) and says so in an event.
+void FailNode(Work& w, size_t i, const std::string& message) {
+  const auto& n = w.nodes[i];
+  w.event("Instance", "Error",
+          absl::StrCat("Instance ", n.instance_id, " in group ", n.group, " failed: ", message),
+          n.group, n.instance_id,
+          json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"FailureMessage", message}}}});
+  w.setStatus(i, is::kFailure, message);
+}
+
 /// Reflects what the provider reports into the node records (passive transitions).
 void Observe(Work& w) {
   std::map<std::string, const provider::InstanceObservation*> by_id;
@@ -113,6 +123,25 @@ void Observe(Work& w) {
       case InstanceState::kPending:
         break;
       case InstanceState::kRunning:
+        if (w.snap.lifecycle_by_agent && n.status == is::kPending) {
+          if (n.lifecycle_state == model::lifecycle_state::kFailed) {
+            FailNode(w, i, n.lifecycle_message);
+            break;
+          }
+          if (n.lifecycle_state != model::lifecycle_state::kSucceeded) {
+            if (n.lifecycle_state.empty() &&
+                w.now - n.launch_time > w.snap.agent_start_timeout) {
+              FailNode(w, i,
+                       absl::StrCat("The instance booted but its node agent did not start the "
+                                    "lifecycle scripts within ",
+                                    std::chrono::duration_cast<std::chrono::seconds>(
+                                        w.snap.agent_start_timeout)
+                                        .count(),
+                                    " seconds."));
+            }
+            break;
+          }
+        }
         if (n.status == is::kPending) {
           w.setStatus(i, is::kRunning);
           w.event("Instance", "Info",
@@ -122,15 +151,7 @@ void Observe(Work& w) {
         }
         break;
       case InstanceState::kFailed:
-        if (n.status != is::kFailure) {
-          w.setStatus(i, is::kFailure, o->message);
-          w.event("Instance", "Error",
-                  absl::StrCat("Instance ", n.instance_id, " in group ", n.group,
-                               " failed: ", o->message),
-                  n.group, n.instance_id,
-                  json{{"Instance",
-                        {{"NodeLogicalId", n.logical_id}, {"FailureMessage", o->message}}}});
-        }
+        if (n.status != is::kFailure) FailNode(w, i, o->message);
         break;
       case InstanceState::kTerminating:
         w.setStatus(i, is::kShuttingDown);
@@ -318,9 +339,13 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   const model::Node* failure = FirstFailure(w);
   const bool continuous = w.cluster.continuous();
   if (failure && !continuous && w.cluster.status == cs::kCreating) {
+    // HyperPod's wording (DescribeCluster.FailureMessage of a failed create).
     SetClusterStatus(w, cs::kFailed,
-                     absl::StrCat("Instance ", failure->instance_id, " in group ", failure->group,
-                                  " failed to provision: ", failure->message));
+                     absl::StrCat("Instance ", failure->instance_id, " (instance group ",
+                                  failure->group,
+                                  ") failed to provision with the following error: \"",
+                                  failure->message,
+                                  "\" Note that multiple instances may be impacted."));
   } else if (failure && !continuous && w.cluster.status == cs::kUpdating) {
     RollBack(w, *failure);
   }

@@ -237,6 +237,8 @@ model::Node ReadNode(const Stmt& s, bool body_column = true) {
   if (body.is_object()) {
     n.lifecycle = body.value("lifecycle", json());
     n.spec_extras = body.value("extras", json::object());
+    n.lifecycle_state = body.value("lcs_state", "");
+    n.lifecycle_message = body.value("lcs_message", "");
   }
   return n;
 }
@@ -723,7 +725,10 @@ class SqliteStore final : public Store {
       s.bind(5, n.instance_type).bind(6, n.status).bind(7, n.message);
       s.bind(8, ToEpochSeconds(n.launch_time)).bind(9, n.private_ip).bind(10, n.hostname);
       s.bind(11, rev);
-      s.bind(12, json{{"lifecycle", n.lifecycle}, {"extras", n.spec_extras}}.dump());
+      json body{{"lifecycle", n.lifecycle}, {"extras", n.spec_extras}};
+      if (!n.lifecycle_state.empty()) body["lcs_state"] = n.lifecycle_state;
+      if (!n.lifecycle_message.empty()) body["lcs_message"] = n.lifecycle_message;
+      s.bind(12, body.dump());
       HF_RETURN_IF_ERROR(stepDone(c, s, "write node"));
     }
     // A node write moves its cluster's revision too (see groupCounts).

@@ -29,6 +29,9 @@ class ClusterController {
     /// How often every cluster is resynced with its provider. Node health does not wait
     /// for this: it comes from heartbeats (agents) as it happens.
     Duration resync_interval = std::chrono::seconds(10);
+    /// How long a booted node's agent may take to start the lifecycle scripts (providers
+    /// whose nodes run agents only; see ClusterSnapshot::agent_start_timeout).
+    Duration agent_start_timeout = std::chrono::minutes(5);
   };
 
   ClusterController(store::Store& store, provider::Provider& provider, const Clock& clock,

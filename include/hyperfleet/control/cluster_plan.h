@@ -20,6 +20,13 @@ struct ClusterSnapshot {
   model::Cluster cluster;
   std::vector<model::Node> nodes;                             ///< the store's node records
   std::vector<provider::InstanceObservation> instances;       ///< the provider's view
+  /// True when the provider's nodes run an agent that runs the lifecycle scripts
+  /// (Provider::runsLifecycleScripts()): a booted instance is then Running only once its
+  /// lifecycle scripts succeeded (Node::lifecycle_state), and Failure when they failed.
+  bool lifecycle_by_agent = false;
+  /// With lifecycle_by_agent: how long a booted instance may go without its agent starting
+  /// the lifecycle scripts before it is declared failed.
+  Duration agent_start_timeout = std::chrono::minutes(5);
 };
 
 /// What the planner decided.

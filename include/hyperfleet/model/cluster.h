@@ -32,6 +32,15 @@ inline constexpr const char* kFailure = "Failure";
 inline constexpr const char* kShuttingDown = "ShuttingDown";
 }  // namespace instance_status
 
+/// Where a node's lifecycle scripts are (LcsExecutionState values of the service model's
+/// InstanceMetadata, plus "" for "not started").
+namespace lifecycle_state {
+inline constexpr const char* kNone = "";
+inline constexpr const char* kStarted = "Started";
+inline constexpr const char* kSucceeded = "Succeeded";
+inline constexpr const char* kFailed = "Failed";
+}  // namespace lifecycle_state
+
 /// One instance group as the user declared it (a ClusterInstanceGroupSpecification).
 struct InstanceGroup {
   std::string name;           ///< InstanceGroupName
@@ -78,6 +87,10 @@ struct Node {
   std::string hostname;          ///< PrivateDnsHostname, empty until known
   nlohmann::json lifecycle;      ///< LifeCycleConfig the node was launched with
   nlohmann::json spec_extras = nlohmann::json::object();  ///< ThreadsPerCore etc.
+  /// Lifecycle scripts as the node's agent reported them (lifecycle_state::*), and the
+  /// failure's explanation; only providers that run agents fill these.
+  std::string lifecycle_state;
+  std::string lifecycle_message;
   int64_t revision = 0;
 };
 

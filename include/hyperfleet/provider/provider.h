@@ -22,6 +22,7 @@ struct InstanceSpec {
   std::string group;          ///< instance group name
   std::string instance_type;  ///< e.g. "ml.c5.xlarge"
   nlohmann::json lifecycle;   ///< LifeCycleConfig (SourceS3Uri, OnCreate, ...), may be null
+  std::string private_ip;     ///< requested address (node replacement); empty = allocate
 };
 
 /// Provider-side state of an instance.
@@ -55,6 +56,14 @@ class Provider {
   virtual Status terminate(std::string_view instance_id) = 0;
   /// Every instance of `cluster_id` that is not yet fully terminated.
   virtual StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) = 0;
+  /// True when the provider's nodes run the lifecycle scripts themselves (through the node
+  /// agent), so the control plane waits for the agent's result before `Running`.
+  virtual bool runsLifecycleScripts() const { return false; }
+  /// Host pid of the node's init (its systemd), for shell sessions. Errors: NotFound for an
+  /// unknown or stopped node; Unimplemented for providers without host processes.
+  virtual StatusOr<int> nodeInitPid(std::string_view instance_id) {
+    return absl::UnimplementedError("this provider has no node processes on this host");
+  }
 };
 
 }  // namespace hf::provider

@@ -1,0 +1,138 @@
+// PlanCluster with providers whose nodes run agents: an instance is Running only once its
+// lifecycle scripts succeeded, Failure when they failed, and the cluster follows HyperPod's
+// create semantics (Failed with its wording, or Continuous replacement).
+#include <gtest/gtest.h>
+
+#include "hyperfleet/control/cluster_plan.h"
+
+namespace hf::control {
+namespace {
+
+using nlohmann::json;
+namespace cs = model::cluster_status;
+namespace is = model::instance_status;
+namespace ls = model::lifecycle_state;
+
+struct Fixture {
+  SystemTime t0 = FromEpochSeconds(1'800'000'000);
+  SequentialIdSource ids{7};
+  ClusterSnapshot snap;
+
+  explicit Fixture(bool continuous = false) {
+    auto& c = snap.cluster;
+    c.id = "abcdefabcdef";
+    c.name = "demo";
+    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
+    c.status = cs::kCreating;
+    c.revision = 3;
+    model::InstanceGroup g;
+    g.name = "workers";
+    g.instance_type = "ml.c5.xlarge";
+    g.target_count = 1;
+    g.spec = {{"InstanceGroupName", "workers"}, {"InstanceCount", 1}};
+    c.groups.push_back(g);
+    if (continuous) c.spec["NodeProvisioningMode"] = "Continuous";
+    model::Node n;
+    n.cluster_id = c.id;
+    n.instance_id = "i-0123456789abcdef0";
+    n.logical_id = "workers-x";
+    n.group = "workers";
+    n.status = is::kPending;
+    n.launch_time = t0;
+    n.revision = 2;
+    snap.nodes.push_back(n);
+    provider::InstanceObservation o;
+    o.instance_id = n.instance_id;
+    o.cluster_id = c.id;
+    o.state = provider::InstanceState::kRunning;
+    o.private_ip = "10.224.0.2";
+    o.hostname = "ip-10-224-0-2";
+    snap.instances.push_back(o);
+    snap.lifecycle_by_agent = true;
+    snap.agent_start_timeout = std::chrono::seconds(60);
+  }
+
+  const model::Node* written() const {
+    return plan.writes.nodes.empty() ? nullptr : &plan.writes.nodes.back().node;
+  }
+  const model::Cluster* cluster() const {
+    return plan.writes.clusters.empty() ? nullptr : &plan.writes.clusters.back().cluster;
+  }
+  void run(Duration after = std::chrono::seconds(1)) { plan = PlanCluster(snap, t0 + after, ids); }
+  ClusterPlan plan;
+};
+
+TEST(LifecyclePlan, BootedNodeStaysPendingUntilItsScriptsSucceed) {
+  Fixture f;
+  f.snap.nodes[0].lifecycle_state = ls::kStarted;
+  f.run();
+  ASSERT_NE(f.written(), nullptr);  // the address is recorded
+  EXPECT_EQ(f.written()->status, is::kPending);
+  EXPECT_EQ(f.written()->private_ip, "10.224.0.2");
+  EXPECT_FALSE(f.plan.settled);
+
+  f.snap.nodes[0].lifecycle_state = ls::kSucceeded;
+  f.run();
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kRunning);
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kInService);
+}
+
+TEST(LifecyclePlan, FailedScriptsFailTheNodeAndTheCreateInHyperPodsWords) {
+  Fixture f;
+  f.snap.nodes[0].lifecycle_state = ls::kFailed;
+  f.snap.nodes[0].lifecycle_message = "Lifecycle scripts did not run successfully: exit 3";
+  f.run();
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kFailure);
+  EXPECT_EQ(f.written()->message, "Lifecycle scripts did not run successfully: exit 3");
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kFailed);
+  EXPECT_EQ(f.cluster()->failure_message,
+            "Instance i-0123456789abcdef0 (instance group workers) failed to provision with the "
+            "following error: \"Lifecycle scripts did not run successfully: exit 3\" Note that "
+            "multiple instances may be impacted.");
+  bool error_event = false;
+  for (const auto& e : f.plan.writes.events) {
+    error_event |= e.level == "Error" && e.instance_id == "i-0123456789abcdef0";
+  }
+  EXPECT_TRUE(error_event);
+}
+
+TEST(LifecyclePlan, ContinuousModeReplacesANodeWhoseScriptsFailed) {
+  Fixture f(/*continuous=*/true);
+  f.snap.nodes[0].lifecycle_state = ls::kFailed;
+  f.snap.nodes[0].lifecycle_message = "boom";
+  f.run();
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kCreating);
+  ASSERT_EQ(f.plan.terminations.size(), 1u);
+  EXPECT_EQ(f.plan.terminations[0], "i-0123456789abcdef0");
+  ASSERT_EQ(f.plan.launches.size(), 1u);
+  EXPECT_NE(f.plan.launches[0].instance_id, "i-0123456789abcdef0");
+}
+
+TEST(LifecyclePlan, AnAgentThatNeverStartsFailsTheNodeAfterTheTimeout) {
+  Fixture f;
+  f.run(std::chrono::seconds(59));
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kPending);
+  f.run(std::chrono::seconds(61));
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kFailure);
+  EXPECT_NE(f.written()->message.find("did not start the lifecycle scripts within 60 seconds"),
+            std::string::npos)
+      << f.written()->message;
+}
+
+TEST(LifecyclePlan, ProvidersWithoutAgentsMarkBootedNodesRunning) {
+  Fixture f;
+  f.snap.lifecycle_by_agent = false;
+  f.run();
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kRunning);
+}
+
+}  // namespace
+}  // namespace hf::control
