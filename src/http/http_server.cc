@@ -6,6 +6,8 @@
 #include "hyperfleet/http/http_server.h"
 
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -277,6 +279,11 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest request;
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
+    {
+      beast::error_code peer_ec;
+      const tcp::endpoint peer = stream_.socket().remote_endpoint(peer_ec);
+      if (!peer_ec) request.remote_address = peer.address().to_string();
+    }
     for (const auto& field : message) {
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
@@ -418,6 +425,22 @@ class BeastHttpServer final : public HttpServer {
   Status Listen() {
     const HttpServerOptions& options = core_.options;
     beast::error_code ec;
+    if (options.listen_fd >= 0) {  // a socket bound elsewhere, e.g. in another netns
+      const int fd = ::dup(options.listen_fd);
+      if (fd < 0) return absl::UnavailableError("cannot adopt HTTP listen_fd: dup failed");
+      const bool v6 = [&] {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        return ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
+               ss.ss_family == AF_INET6;
+      }();
+      if (acceptor_.assign(v6 ? tcp::v6() : tcp::v4(), fd, ec); ec) {
+        ::close(fd);
+        return absl::UnavailableError(absl::StrCat("cannot adopt HTTP listen_fd: ", ec.message()));
+      }
+      port_ = acceptor_.local_endpoint(ec).port();
+      return absl::OkStatus();
+    }
     tcp::endpoint endpoint;
     const asio::ip::address address = asio::ip::make_address(options.host, ec);
     if (!ec) {

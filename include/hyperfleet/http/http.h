@@ -19,6 +19,8 @@ struct HttpRequest {
   std::string target;  ///< request-target exactly as received: path plus optional "?query"
   Headers headers;
   std::string body;
+  /// The peer's IP address as text (e.g. "10.224.4.2"), set by the server; empty if unknown.
+  std::string remote_address;
 
   /// First header named `name` (case-insensitive), if present.
   std::optional<std::string_view> header(std::string_view name) const;

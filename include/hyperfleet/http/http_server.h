@@ -33,6 +33,10 @@ struct HttpServerOptions {
   /// How long stop() lets responses already being written finish, in seconds, before their
   /// connections are cut.
   int stop_grace_seconds = 5;
+  /// An already bound and listening socket to serve instead of binding host:port (-1 =
+  /// none). The server adopts a duplicate, so the caller keeps and closes its own fd. Used
+  /// for sockets created inside another network namespace (the local provider's IMDS).
+  int listen_fd = -1;
 };
 
 /// A running HTTP server. Destroying it stops it (in-flight requests finish first).

@@ -1,0 +1,938 @@
+#include "hyperfleet/provider/local_provider.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <list>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "hyperfleet/common/paths.h"
+#include "provider/local/sys.h"
+
+namespace hf::provider {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using local::Run;
+using local::RunOk;
+
+// ---- names -------------------------------------------------------------------------------
+
+std::string LocalNames::Bridge(std::string_view fleet_id, std::string_view cluster_id) {
+  return "hfb" + local::Sha256Hex(std::string(fleet_id) + std::string(cluster_id)).substr(0, 8);
+}
+std::string LocalNames::NodeVeth(std::string_view fleet_id, std::string_view instance_id) {
+  return "hfv" + local::Sha256Hex(std::string(fleet_id) + std::string(instance_id)).substr(0, 10);
+}
+std::string LocalNames::NodeNetns(std::string_view fleet_id, std::string_view instance_id) {
+  return "hf-" + std::string(fleet_id) + "-" + std::string(instance_id);
+}
+std::string LocalNames::ImdsNetns(std::string_view fleet_id, std::string_view cluster_id) {
+  return "hf-" + std::string(fleet_id) + "-imds-" + std::string(cluster_id);
+}
+std::string LocalNames::ImdsVeth(std::string_view fleet_id, std::string_view cluster_id) {
+  return "hfm" + local::Sha256Hex(std::string(fleet_id) + "imds" + std::string(cluster_id)).substr(0, 10);
+}
+std::string LocalNames::Hostname(std::string_view ipv4) {
+  std::string out = "ip-" + std::string(ipv4);
+  for (char& c : out) {
+    if (c == '.') c = '-';
+  }
+  return out;
+}
+
+namespace {
+
+constexpr int kSubnetBits = 22;  // one /22 per cluster (docs/nodes.md "Network")
+constexpr uint32_t kSubnetSize = 1u << (32 - kSubnetBits);
+
+std::string Ip(uint32_t addr) {
+  in_addr a{htonl(addr)};
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return buf;
+}
+std::optional<uint32_t> ParseIp(std::string_view text) {
+  in_addr a{};
+  if (inet_pton(AF_INET, std::string(text).c_str(), &a) != 1) return std::nullopt;
+  return ntohl(a.s_addr);
+}
+uint32_t Mask(int bits) { return bits <= 0 ? 0 : (bits >= 32 ? ~0u : ~0u << (32 - bits)); }
+bool Overlaps(uint32_t a, int abits, uint32_t b, int bbits) {
+  const uint32_t m = Mask(std::min(abits, bbits));
+  return (a & m) == (b & m);
+}
+// "a.b.c.d/n" (or a bare address = /32).
+std::optional<std::pair<uint32_t, int>> ParsePrefix(std::string_view text) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(std::string(text), absl::MaxSplits('/', 1));
+  auto addr = ParseIp(parts.first);
+  int bits = 32;
+  if (!addr || (!parts.second.empty() && !absl::SimpleAtoi(parts.second, &bits)) || bits < 0 ||
+      bits > 32) {
+    return std::nullopt;
+  }
+  return std::make_pair(*addr & Mask(bits), bits);
+}
+
+bool NetnsExists(const std::string& ns) { return fs::exists("/run/netns/" + ns); }
+bool LinkExists(const std::string& dev) { return fs::exists("/sys/class/net/" + dev); }
+
+// An IMDSv2 session token store (per cluster).
+struct ImdsTokens {
+  std::mutex mu;
+  std::map<std::string, std::chrono::steady_clock::time_point> expiry;
+};
+
+}  // namespace
+
+// ---- implementation ----------------------------------------------------------------------
+
+class LocalProvider::Impl {
+ public:
+  enum class Phase { kSettingUp, kStarted, kFailed, kTerminating };
+  struct NodeRec {
+    InstanceSpec spec;
+    std::string ip;
+    std::string hostname;
+    Phase phase = Phase::kSettingUp;
+    std::string message;
+    std::shared_ptr<std::mutex> op_mu = std::make_shared<std::mutex>();
+  };
+  struct ClusterNet {
+    bool ready = false;
+    uint32_t base = 0;
+    std::string bridge, host_ip, imds_ns, imds_veth, dir;
+    std::unique_ptr<http::HttpServer> imds_server, agent_server;
+    std::shared_ptr<ImdsTokens> tokens = std::make_shared<ImdsTokens>();
+  };
+
+  Impl(const Options& options, std::string fleet_id)
+      : options_(options), fleet_id_(std::move(fleet_id)) {
+    root_ = options_.data_dir + "/local";
+  }
+
+  ~Impl() {
+    std::list<Worker> workers;
+    {
+      std::lock_guard lock(mu_);
+      shutting_down_ = true;
+      workers.swap(workers_);
+    }
+    for (auto& w : workers) w.thread.join();
+    std::lock_guard lock(cluster_mu_);
+    for (auto& [id, c] : clusters_) {
+      if (c.imds_server) c.imds_server->stop();
+      if (c.agent_server) c.agent_server->stop();
+    }
+  }
+
+  std::string nodeDir(std::string_view id) const { return root_ + "/nodes/" + std::string(id); }
+
+  Status launch(const InstanceSpec& spec) {
+    if (spec.instance_id.empty() || spec.cluster_id.empty() ||
+        spec.instance_id.find('/') != std::string::npos ||
+        spec.cluster_id.find('/') != std::string::npos) {
+      return absl::InvalidArgumentError("instance and cluster ids must be non-empty names");
+    }
+    std::lock_guard lock(mu_);
+    if (nodes_.count(spec.instance_id)) return absl::OkStatus();  // idempotent
+    auto rec = std::make_shared<NodeRec>();
+    rec->spec = spec;
+    rec->ip = spec.private_ip;
+    nodes_[spec.instance_id] = rec;
+    spawnLocked([this, rec] { setUp(rec, /*reboot=*/false); });
+    return absl::OkStatus();
+  }
+
+  Status terminate(std::string_view instance_id) {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(std::string(instance_id));
+    if (it == nodes_.end() || it->second->phase == Phase::kTerminating) return absl::OkStatus();
+    auto rec = it->second;
+    rec->phase = Phase::kTerminating;
+    spawnLocked([this, rec] { tearDown(rec); });
+    return absl::OkStatus();
+  }
+
+  std::vector<InstanceObservation> list(std::string_view cluster_id) {
+    std::vector<std::shared_ptr<NodeRec>> recs;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, rec] : nodes_) {
+        if (rec->spec.cluster_id == cluster_id) recs.push_back(rec);
+      }
+    }
+    std::vector<InstanceObservation> out;
+    for (auto& rec : recs) {
+      InstanceObservation o;
+      Phase phase;
+      {
+        std::lock_guard lock(mu_);
+        o.instance_id = rec->spec.instance_id;
+        o.cluster_id = rec->spec.cluster_id;
+        o.private_ip = rec->ip;
+        o.hostname = rec->hostname;
+        o.message = rec->message;
+        phase = rec->phase;
+      }
+      switch (phase) {
+        case Phase::kSettingUp: o.state = InstanceState::kPending; break;
+        case Phase::kFailed: o.state = InstanceState::kFailed; break;
+        case Phase::kTerminating: o.state = InstanceState::kTerminating; break;
+        case Phase::kStarted:
+          if (initPid(o.instance_id).ok()) {
+            o.state = InstanceState::kRunning;
+          } else if (supervisorPid(o.instance_id)) {
+            o.state = InstanceState::kPending;  // booting, or rebooting
+          } else {
+            o.state = InstanceState::kFailed;
+            o.message = absl::StrCat("the node stopped (see ", nodeDir(o.instance_id),
+                                     "/console.log)");
+          }
+          break;
+      }
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
+  std::optional<int> supervisorPid(std::string_view id) const {
+    const std::string dir = nodeDir(id);
+    auto pid = local::ReadPidFile(dir + "/supervisor.pid");
+    if (pid && local::ProcessMatches(*pid, {"node-supervisor", dir})) return pid;
+    return std::nullopt;
+  }
+
+  StatusOr<int> initPid(std::string_view id) const {
+    auto sup = supervisorPid(id);
+    if (!sup) return absl::NotFoundError("node " + std::string(id) + " is not running");
+    for (int nspawn : local::ChildPids(*sup)) {
+      for (int init : local::ChildPids(nspawn)) {
+        auto comm = local::ReadFile(absl::StrCat("/proc/", init, "/comm"));
+        if (comm.ok() && absl::StripAsciiWhitespace(*comm) == "systemd") return init;
+      }
+    }
+    return absl::NotFoundError("node " + std::string(id) + " has no running systemd");
+  }
+
+  // Scans nodes/*/node.json of an earlier run (docs/nodes.md "A node's life" step 5).
+  void adopt() {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(root_ + "/nodes", ec)) {
+      auto text = local::ReadFile(entry.path().string() + "/node.json");
+      if (!text.ok()) continue;
+      const auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (!j.is_object()) continue;
+      auto rec = std::make_shared<NodeRec>();
+      rec->spec.instance_id = j.value("instance_id", "");
+      rec->spec.cluster_id = j.value("cluster_id", "");
+      rec->spec.cluster_name = j.value("cluster_name", "");
+      rec->spec.group = j.value("group", "");
+      rec->spec.instance_type = j.value("instance_type", "");
+      if (j.contains("lifecycle")) rec->spec.lifecycle = j["lifecycle"];
+      rec->ip = j.value("private_ip", "");
+      rec->hostname = j.value("hostname", "");
+      if (rec->spec.instance_id != entry.path().filename().string()) continue;
+      std::lock_guard lock(mu_);
+      nodes_[rec->spec.instance_id] = rec;
+      if (j.value("terminating", false)) {
+        rec->phase = Phase::kTerminating;
+        spawnLocked([this, rec] { tearDown(rec); });
+      } else if (supervisorPid(rec->spec.instance_id)) {
+        rec->phase = Phase::kStarted;  // still running: untouched
+        spawnLocked([this, rec] {
+          auto net = ensureCluster(rec->spec.cluster_id);
+          if (!net.ok()) spdlog::warn("local provider: cluster {}: {}", rec->spec.cluster_id,
+                                      std::string(net.status().message()));
+        });
+      } else {
+        spawnLocked([this, rec] { setUp(rec, /*reboot=*/true); });
+      }
+    }
+  }
+
+ private:
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  struct NetInfo {
+    uint32_t base;
+    std::string bridge, host_ip;
+  };
+
+  void spawnLocked(std::function<void()> fn) {
+    for (auto it = workers_.begin(); it != workers_.end();) {  // reap finished workers
+      if (it->done->load()) {
+        it->thread.join();
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    workers_.push_back(Worker{std::thread([fn = std::move(fn), done] {
+                                fn();
+                                done->store(true);
+                              }),
+                              done});
+  }
+
+  // ---- per cluster ----
+
+  StatusOr<uint32_t> chooseSubnet() {
+    auto pool = ParsePrefix(options_.node_network);
+    if (!pool || pool->second > kSubnetBits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node network ", options_.node_network, " is not a CIDR of /",
+                       kSubnetBits, " or larger"));
+    }
+    std::vector<std::pair<uint32_t, int>> taken;
+    HF_ASSIGN_OR_RETURN(auto addrs, Run({"ip", "-j", "-4", "addr", "show"}));
+    HF_ASSIGN_OR_RETURN(auto routes, Run({"ip", "-j", "-4", "route", "show", "table", "all"}));
+    auto a = nlohmann::json::parse(addrs.output, nullptr, false);
+    if (a.is_array()) {
+      for (const auto& link : a) {
+        for (const auto& info : link.value("addr_info", nlohmann::json::array())) {
+          auto p = ParsePrefix(absl::StrCat(info.value("local", ""), "/",
+                                            info.value("prefixlen", 32)));
+          if (p) taken.push_back(*p);
+        }
+      }
+    }
+    auto r = nlohmann::json::parse(routes.output, nullptr, false);
+    if (r.is_array()) {
+      for (const auto& route : r) {
+        const std::string dst = route.value("dst", "default");
+        if (dst == "default") continue;
+        if (auto p = ParsePrefix(dst)) taken.push_back(*p);
+      }
+    }
+    std::error_code ec;  // subnets of this data dir's other clusters
+    for (const auto& entry : fs::directory_iterator(root_ + "/clusters", ec)) {
+      auto text = local::ReadFile(entry.path().string() + "/network.json");
+      if (!text.ok()) continue;
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object()) {
+        if (auto p = ParsePrefix(j.value("subnet", ""))) taken.push_back(*p);
+      }
+    }
+    const uint32_t count = 1u << (kSubnetBits - pool->second);
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint32_t base = pool->first + k * kSubnetSize;
+      bool free = true;
+      for (const auto& [addr, bits] : taken) {
+        if (Overlaps(base, kSubnetBits, addr, bits)) {
+          free = false;
+          break;
+        }
+      }
+      if (free) return base;
+    }
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no free /", kSubnetBits, " left in node network ", options_.node_network));
+  }
+
+  StatusOr<NetInfo> ensureCluster(const std::string& cluster_id) {
+    std::lock_guard lock(cluster_mu_);
+    ClusterNet& c = clusters_[cluster_id];
+    if (c.ready) return NetInfo{c.base, c.bridge, c.host_ip};
+    c.dir = absl::StrCat(root_, "/clusters/", cluster_id);
+    c.bridge = LocalNames::Bridge(fleet_id_, cluster_id);
+    c.imds_ns = LocalNames::ImdsNetns(fleet_id_, cluster_id);
+    c.imds_veth = LocalNames::ImdsVeth(fleet_id_, cluster_id);
+    HF_RETURN_IF_ERROR(EnsureDirectory(c.dir + "/fsx"));
+    chmod((c.dir + "/fsx").c_str(), 0755);
+    const std::string network_file = c.dir + "/network.json";
+    if (auto text = local::ReadFile(network_file); text.ok()) {
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      auto p = j.is_object() ? ParsePrefix(j.value("subnet", "")) : std::nullopt;
+      if (!p) return absl::InternalError(absl::StrCat("malformed ", network_file));
+      c.base = p->first;
+      c.host_ip = Ip(c.base + 1);
+      HF_RETURN_IF_ERROR(ensureBridge(c));
+    } else {
+      // Host-wide lock: another server may be choosing a subnet at the same time.
+      HF_RETURN_IF_ERROR(EnsureDirectory("/run/hyperfleet"));
+      const int lock_fd = open("/run/hyperfleet/network.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (lock_fd < 0) return absl::InternalError("cannot open /run/hyperfleet/network.lock");
+      flock(lock_fd, LOCK_EX);
+      auto base = chooseSubnet();
+      Status st = base.status();
+      if (st.ok()) {
+        c.base = *base;
+        c.host_ip = Ip(c.base + 1);
+        nlohmann::json j = {{"subnet", absl::StrCat(Ip(c.base), "/", kSubnetBits)},
+                            {"bridge", c.bridge},
+                            {"host_address", c.host_ip}};
+        st = local::WriteFileAtomic(network_file, j.dump(2) + "\n");
+        if (st.ok()) st = ensureBridge(c);  // under the lock: the address now shows as taken
+      }
+      flock(lock_fd, LOCK_UN);
+      close(lock_fd);
+      HF_RETURN_IF_ERROR(st);
+    }
+    HF_RETURN_IF_ERROR(setUpImds(cluster_id, c));
+    if (options_.agent_handler && !c.agent_server) {
+      http::HttpServerOptions ho;
+      ho.host = c.host_ip;
+      ho.port = options_.agent_port;
+      ho.io_threads = 1;
+      HF_ASSIGN_OR_RETURN(c.agent_server, http::HttpServer::Start(ho, options_.agent_handler));
+    }
+    c.ready = true;
+    return NetInfo{c.base, c.bridge, c.host_ip};
+  }
+
+  Status ensureBridge(const ClusterNet& c) {
+    if (!LinkExists(c.bridge)) {
+      HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", c.bridge, "type", "bridge"}));
+    }
+    HF_ASSIGN_OR_RETURN(auto shown, Run({"ip", "-4", "-o", "addr", "show", "dev", c.bridge}));
+    if (shown.output.find(" " + c.host_ip + "/") == std::string::npos) {
+      HF_RETURN_IF_ERROR(RunOk({"ip", "addr", "add", absl::StrCat(c.host_ip, "/", kSubnetBits),
+                                "dev", c.bridge}));
+    }
+    return RunOk({"ip", "link", "set", c.bridge, "up"});
+  }
+
+  // The IMDS namespace on the bridge holds 169.254.169.254 and the subnet's last address;
+  // its listening socket is made inside it and served by an in-process HttpServer.
+  Status setUpImds(const std::string& cluster_id, ClusterNet& c) {
+    if (c.imds_server) return absl::OkStatus();
+    if (NetnsExists(c.imds_ns)) (void)Run({"ip", "netns", "del", c.imds_ns});
+    if (LinkExists(c.imds_veth)) (void)Run({"ip", "link", "del", c.imds_veth});
+    const std::string ns = c.imds_ns;
+    HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", c.imds_veth, "type", "veth", "peer", "name",
+                              "eth0", "netns", ns}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", c.imds_veth, "master", c.bridge, "up"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add", "169.254.169.254/32", "dev", "eth0"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add",
+                              absl::StrCat(Ip(c.base + kSubnetSize - 1), "/", kSubnetBits), "dev",
+                              "eth0"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
+    int fd = -1;
+    std::string error;
+    std::thread([&] {  // setns() changes only this thread's network namespace
+      const int nsfd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
+        error = absl::StrCat("cannot enter ", ns, ": ", std::strerror(errno));
+        if (nsfd >= 0) close(nsfd);
+        return;
+      }
+      close(nsfd);
+      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int one = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(80);
+      sa.sin_addr.s_addr = htonl(*ParseIp("169.254.169.254"));
+      if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(fd, 128) != 0) {
+        error = absl::StrCat("cannot listen on 169.254.169.254:80 in ", ns, ": ",
+                             std::strerror(errno));
+        close(fd);
+        fd = -1;
+      }
+    }).join();
+    if (fd < 0) return absl::InternalError(error);
+    http::HttpServerOptions ho;
+    ho.listen_fd = fd;
+    ho.io_threads = 1;
+    auto tokens = c.tokens;
+    auto server = http::HttpServer::Start(
+        ho, [this, cluster_id, tokens](http::HttpRequest&& req) {
+          return imds(cluster_id, *tokens, req);
+        });
+    close(fd);
+    HF_RETURN_IF_ERROR(server.status());
+    c.imds_server = std::move(*server);
+    return absl::OkStatus();
+  }
+
+  http::HttpResponse imds(const std::string& cluster_id, ImdsTokens& tokens,
+                          const http::HttpRequest& req) {
+    auto text = [](int status, std::string body) {
+      http::HttpResponse r;
+      r.status = status;
+      r.headers.emplace_back("Content-Type", "text/plain");
+      r.body = std::move(body);
+      return r;
+    };
+    const auto now = std::chrono::steady_clock::now();
+    const std::string path(req.path());
+    if (path == "/latest/api/token") {
+      if (req.method != "PUT") return text(405, "");
+      int ttl = 0;
+      auto header = req.header("X-aws-ec2-metadata-token-ttl-seconds");
+      if (!header || !absl::SimpleAtoi(std::string(*header), &ttl) || ttl < 1 || ttl > 21600) {
+        return text(400, "");
+      }
+      std::string token = local::RandomHex(24);
+      {
+        std::lock_guard lock(tokens.mu);
+        for (auto it = tokens.expiry.begin(); it != tokens.expiry.end();) {
+          it = it->second < now ? tokens.expiry.erase(it) : std::next(it);
+        }
+        tokens.expiry[token] = now + std::chrono::seconds(ttl);
+      }
+      auto r = text(200, token);
+      r.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", std::to_string(ttl));
+      return r;
+    }
+    if (req.method != "GET" && req.method != "HEAD") return text(405, "");
+    {
+      auto token = req.header("X-aws-ec2-metadata-token");
+      std::lock_guard lock(tokens.mu);
+      auto it = token ? tokens.expiry.find(std::string(*token)) : tokens.expiry.end();
+      if (it == tokens.expiry.end() || it->second < now) return text(401, "");
+    }
+    std::shared_ptr<NodeRec> node;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, rec] : nodes_) {
+        if (rec->spec.cluster_id == cluster_id && rec->ip == req.remote_address) node = rec;
+      }
+    }
+    if (!node) return text(404, "");
+    std::string type = node->spec.instance_type;
+    if (type.rfind("ml.", 0) == 0) type = type.substr(3);
+    const std::string fqdn = absl::StrCat(node->hostname, ".", options_.region,
+                                          ".compute.internal");
+    const std::map<std::string, std::string> values = {
+        {"instance-id", node->spec.instance_id},
+        {"instance-type", type},
+        {"local-ipv4", node->ip},
+        {"hostname", fqdn},
+        {"local-hostname", fqdn},
+        {"placement/availability-zone", options_.region + "a"},
+        {"placement/region", options_.region}};
+    const std::string prefix = "/latest/meta-data/";
+    if (path == "/latest/meta-data" || path == prefix) {
+      return text(200, "hostname\ninstance-id\ninstance-type\nlocal-hostname\nlocal-ipv4\nplacement/");
+    }
+    if (path == prefix + "placement" || path == prefix + "placement/") {
+      return text(200, "availability-zone\nregion");
+    }
+    if (path.rfind(prefix, 0) == 0) {
+      auto it = values.find(path.substr(prefix.size()));
+      if (it != values.end()) return text(200, it->second);
+    }
+    return text(404, "");
+  }
+
+  void tearDownClusterIfEmpty(const std::string& cluster_id) {
+    std::lock_guard lock(cluster_mu_);
+    {
+      std::lock_guard l(mu_);
+      for (auto& [id, rec] : nodes_) {
+        if (rec->spec.cluster_id == cluster_id) return;
+      }
+    }
+    auto it = clusters_.find(cluster_id);
+    if (it != clusters_.end()) {
+      if (it->second.imds_server) it->second.imds_server->stop();
+      if (it->second.agent_server) it->second.agent_server->stop();
+      clusters_.erase(it);
+    }
+    const std::string ns = LocalNames::ImdsNetns(fleet_id_, cluster_id);
+    if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});
+    const std::string veth = LocalNames::ImdsVeth(fleet_id_, cluster_id);
+    if (LinkExists(veth)) (void)Run({"ip", "link", "del", veth});
+    const std::string bridge = LocalNames::Bridge(fleet_id_, cluster_id);
+    if (LinkExists(bridge)) (void)Run({"ip", "link", "del", bridge});
+    std::error_code ec;
+    fs::remove_all(absl::StrCat(root_, "/clusters/", cluster_id), ec);
+  }
+
+  // ---- per node ----
+
+  Status writeNodeJson(const NodeRec& rec, bool terminating) {
+    const std::string dir = nodeDir(rec.spec.instance_id);
+    InstanceCaps caps;
+    if (options_.instance_caps) {
+      if (auto c = options_.instance_caps(rec.spec.instance_type)) caps = *c;
+    }
+    nlohmann::json j = {
+        {"instance_id", rec.spec.instance_id},
+        {"cluster_id", rec.spec.cluster_id},
+        {"cluster_name", rec.spec.cluster_name},
+        {"group", rec.spec.group},
+        {"instance_type", rec.spec.instance_type},
+        {"lifecycle", rec.spec.lifecycle},
+        {"private_ip", rec.ip},
+        {"hostname", rec.hostname},
+        {"fleet_id", fleet_id_},
+        {"netns", LocalNames::NodeNetns(fleet_id_, rec.spec.instance_id)},
+        {"veth", LocalNames::NodeVeth(fleet_id_, rec.spec.instance_id)},
+        {"merged", dir + "/merged"},
+        {"fsx", absl::StrCat(root_, "/clusters/", rec.spec.cluster_id, "/fsx")},
+        {"binary", options_.hyperfleet_binary},
+        {"vcpus", caps.vcpus},
+        {"memory_gib", caps.memory_gib},
+        {"stop_timeout_seconds", options_.stop_timeout_seconds},
+        {"terminating", terminating}};
+    return local::WriteFileAtomic(dir + "/node.json", j.dump(2) + "\n");
+  }
+
+  Status allocateIp(NodeRec& rec, const NetInfo& net) {
+    std::lock_guard lock(mu_);
+    if (!rec.ip.empty()) {
+      auto ip = ParseIp(rec.ip);
+      if (!ip || !Overlaps(*ip, 32, net.base, kSubnetBits) || *ip <= net.base + 1 ||
+          *ip >= net.base + kSubnetSize - 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "requested address ", rec.ip, " is not a node address of ", Ip(net.base), "/22"));
+      }
+    } else {
+      std::set<std::string> used;
+      for (auto& [id, other] : nodes_) {
+        if (other->spec.cluster_id == rec.spec.cluster_id) used.insert(other->ip);
+      }
+      for (uint32_t i = 2; i < kSubnetSize - 1; ++i) {
+        if (!used.count(Ip(net.base + i))) {
+          rec.ip = Ip(net.base + i);
+          break;
+        }
+      }
+      if (rec.ip.empty()) {
+        return absl::ResourceExhaustedError("no free address left in the cluster's subnet");
+      }
+    }
+    rec.hostname = LocalNames::Hostname(rec.ip);
+    return absl::OkStatus();
+  }
+
+  Status setUpNetns(const NodeRec& rec, const NetInfo& net) {
+    const std::string ns = LocalNames::NodeNetns(fleet_id_, rec.spec.instance_id);
+    const std::string veth = LocalNames::NodeVeth(fleet_id_, rec.spec.instance_id);
+    if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});  // stale from a crash
+    if (LinkExists(veth)) (void)Run({"ip", "link", "del", veth});
+    HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
+    HF_RETURN_IF_ERROR(
+        RunOk({"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", veth, "master", net.bridge, "up"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add",
+                              absl::StrCat(rec.ip, "/", kSubnetBits), "dev", "eth0"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
+    HF_RETURN_IF_ERROR(
+        RunOk({"ip", "-n", ns, "route", "add", "10.254.254.254/32", "via", net.host_ip}));
+    HF_RETURN_IF_ERROR(
+        RunOk({"ip", "-n", ns, "route", "add", "169.254.169.254/32", "dev", "eth0"}));
+    return RunOk({"ip", "-n", ns, "route", "add", "unreachable", "default"});
+  }
+
+  Status mountOverlay(const std::string& dir) {
+    if (!fs::is_directory(options_.image_rootfs + "/etc")) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node image missing: ", options_.image_rootfs, " is not a root filesystem"));
+    }
+    for (const char* sub : {"/upper", "/work", "/merged"}) {
+      HF_RETURN_IF_ERROR(EnsureDirectory(dir + sub));
+    }
+    chmod((dir + "/merged").c_str(), 0755);
+    chmod((dir + "/upper").c_str(), 0755);
+    if (local::IsMountPoint(dir + "/merged")) return absl::OkStatus();
+    const std::string data = absl::StrCat("lowerdir=", options_.image_rootfs, ",upperdir=", dir,
+                                          "/upper,workdir=", dir, "/work");
+    if (mount("overlay", (dir + "/merged").c_str(), "overlay", 0, data.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("cannot mount the overlay root at ", dir,
+                                              "/merged: ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string hostsFile(const std::string& cluster_id) {
+    std::map<uint32_t, std::string> lines;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, rec] : nodes_) {
+        if (rec->spec.cluster_id != cluster_id || rec->ip.empty() ||
+            rec->phase == Phase::kTerminating) {
+          continue;
+        }
+        lines[ParseIp(rec->ip).value_or(0)] =
+            absl::StrCat(rec->ip, " ", rec->hostname, ".", options_.region,
+                         ".compute.internal ", rec->hostname, "\n");
+      }
+    }
+    std::string out = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n";
+    for (auto& [k, line] : lines) out += line;
+    return out;
+  }
+
+  // Rewrites /etc/hosts in every node of the cluster whose root is mounted.
+  void rewriteHosts(const std::string& cluster_id) {
+    const std::string hosts = hostsFile(cluster_id);
+    std::vector<std::string> ids;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, rec] : nodes_) {
+        if (rec->spec.cluster_id == cluster_id && rec->phase != Phase::kTerminating) {
+          ids.push_back(id);
+        }
+      }
+    }
+    for (const auto& id : ids) {
+      const std::string merged = nodeDir(id) + "/merged";
+      if (local::IsMountPoint(merged)) (void)local::WriteFileAtomic(merged + "/etc/hosts", hosts);
+    }
+  }
+
+  Status writeIdentity(const NodeRec& rec, const NetInfo& net, bool reboot) {
+    const std::string m = nodeDir(rec.spec.instance_id) + "/merged";
+    for (const char* d : {"/etc/hyperfleet", "/opt/ml/config", "/opt/sagemaker_cluster", "/fsx",
+                          "/opt/hyperfleet/bin"}) {
+      std::error_code ec;
+      fs::create_directories(m + d, ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot create ", m, d, ": ", ec.message()));
+    }
+    HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hostname", rec.hostname + "\n"));
+    HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hosts", hostsFile(rec.spec.cluster_id)));
+    HF_RETURN_IF_ERROR(local::WriteFileAtomic(
+        m + "/etc/resolv.conf", "# local nodes have no DNS server (docs/nodes.md)\n"));
+    auto machine_id = local::ReadFile(m + "/etc/machine-id");
+    if (!reboot || !machine_id.ok() || machine_id->size() < 32) {
+      HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/machine-id", local::RandomHex(16) + "\n",
+                                                0444));
+    }
+    const std::string token =
+        options_.agent_token ? options_.agent_token(rec.spec.instance_id) : std::string();
+    HF_RETURN_IF_ERROR(local::WriteFileAtomic(
+        m + "/etc/hyperfleet/agent.env",
+        absl::StrCat("HF_AGENT_URL=http://", net.host_ip, ":", options_.agent_port,
+                     "\nHF_INSTANCE_ID=", rec.spec.instance_id, "\nHF_AGENT_TOKEN=", token, "\n"),
+        0600));
+    if (!fs::exists(m + "/opt/hyperfleet/bin/hyperfleet")) {
+      HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/opt/hyperfleet/bin/hyperfleet", "", 0755));
+    }
+    if (options_.apt_proxy_port != 0) {
+      std::error_code ec;
+      fs::create_directories(m + "/etc/apt/apt.conf.d", ec);
+      HF_RETURN_IF_ERROR(local::WriteFileAtomic(
+          m + "/etc/apt/apt.conf.d/00hyperfleet-proxy",
+          absl::StrCat("Acquire::http::Proxy \"http://", net.host_ip, ":",
+                       options_.apt_proxy_port, "/\";\n")));
+    }
+    return absl::OkStatus();
+  }
+
+  // Starts `<supervisor> <node-dir>` detached (double fork + setsid), output to console.log.
+  Status startSupervisor(const std::string& dir) {
+    unlink((dir + "/supervisor.pid").c_str());
+    std::vector<std::string> argv = options_.supervisor_command;
+    if (argv.empty()) argv = {options_.hyperfleet_binary, "node-supervisor"};
+    argv.push_back(dir);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    const std::string console = dir + "/console.log";
+    const pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      if (fork() == 0) {
+        setsid();
+        if (chdir("/") != 0) _exit(126);
+        const int in = open("/dev/null", O_RDONLY);
+        const int out = open(console.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(out, 2);
+        close_range(3, ~0u, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        execv(args[0], args.data());
+        _exit(127);
+      }
+      _exit(0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const std::string id = fs::path(dir).filename().string();
+    if (!local::WaitFor([&] { return supervisorPid(id).has_value(); }, 10s)) {
+      return absl::InternalError(
+          absl::StrCat("the node supervisor did not start (see ", console, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  void setUp(std::shared_ptr<NodeRec> rec, bool reboot) {
+    std::lock_guard op(*rec->op_mu);
+    {
+      std::lock_guard lock(mu_);
+      if (rec->phase == Phase::kTerminating || shutting_down_) return;
+    }
+    Status st = [&]() -> Status {
+      HF_ASSIGN_OR_RETURN(NetInfo net, ensureCluster(rec->spec.cluster_id));
+      HF_RETURN_IF_ERROR(allocateIp(*rec, net));
+      const std::string dir = nodeDir(rec->spec.instance_id);
+      HF_RETURN_IF_ERROR(EnsureDirectory(dir));
+      HF_RETURN_IF_ERROR(writeNodeJson(*rec, false));
+      HF_RETURN_IF_ERROR(setUpNetns(*rec, net));
+      HF_RETURN_IF_ERROR(mountOverlay(dir));
+      HF_RETURN_IF_ERROR(writeIdentity(*rec, net, reboot));
+      rewriteHosts(rec->spec.cluster_id);
+      return startSupervisor(dir);
+    }();
+    std::lock_guard lock(mu_);
+    if (rec->phase == Phase::kTerminating) return;
+    if (st.ok()) {
+      rec->phase = Phase::kStarted;
+    } else {
+      rec->phase = Phase::kFailed;
+      rec->message = std::string(st.message());
+      spdlog::warn("local provider: launch of {} failed: {}", rec->spec.instance_id, rec->message);
+    }
+  }
+
+  void tearDown(std::shared_ptr<NodeRec> rec) {
+    std::lock_guard op(*rec->op_mu);  // after any launch work of this node
+    const std::string id = rec->spec.instance_id;
+    const std::string dir = nodeDir(id);
+    if (fs::exists(dir + "/node.json")) (void)writeNodeJson(*rec, true);
+    const auto stop_budget = std::chrono::seconds(options_.stop_timeout_seconds + 15);
+    if (auto sup = supervisorPid(id)) {
+      kill(*sup, SIGTERM);
+      if (!local::WaitFor([&] { return !local::ProcessMatches(*sup, {"node-supervisor", dir}); },
+                          stop_budget)) {
+        spdlog::warn("local provider: supervisor of {} did not stop; killing it", id);
+        kill(*sup, SIGKILL);
+      }
+    }
+    // An nspawn left without its supervisor (the supervisor was killed): kill its node.
+    if (auto nspawn = local::ReadPidFile(dir + "/nspawn.pid");
+        nspawn && local::ProcessMatches(*nspawn, {"systemd-nspawn", dir + "/merged"})) {
+      for (int init : local::ChildPids(*nspawn)) kill(init, SIGKILL);
+      if (!local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); }, 10s)) {
+        kill(*nspawn, SIGKILL);
+      }
+    }
+    const std::string merged = dir + "/merged";
+    if (local::IsMountPoint(merged) && umount2(merged.c_str(), 0) != 0) {
+      umount2(merged.c_str(), MNT_DETACH);
+    }
+    const std::string ns = LocalNames::NodeNetns(fleet_id_, id);
+    if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});
+    const std::string veth = LocalNames::NodeVeth(fleet_id_, id);
+    if (LinkExists(veth)) (void)Run({"ip", "link", "del", veth});
+    for (const std::string& root : local::CgroupHierarchies()) {
+      local::RemoveDirsDepthFirst(absl::StrCat(root, "/hyperfleet/", fleet_id_, "/", id));
+      rmdir(absl::StrCat(root, "/hyperfleet/", fleet_id_).c_str());  // fails while not empty
+      rmdir(absl::StrCat(root, "/hyperfleet").c_str());
+    }
+    if (!rec->hostname.empty()) {
+      std::error_code ec;
+      fs::remove_all("/run/systemd/nspawn/propagate/" + rec->hostname, ec);
+    }
+    if (!local::IsMountPoint(merged)) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      if (ec) spdlog::warn("local provider: cannot remove {}: {}", dir, ec.message());
+    } else {
+      spdlog::warn("local provider: {} is still mounted; keeping {}", merged, dir);
+    }
+    {
+      std::lock_guard lock(mu_);
+      auto it = nodes_.find(id);
+      if (it != nodes_.end() && it->second == rec) nodes_.erase(it);
+    }
+    rewriteHosts(rec->spec.cluster_id);
+    tearDownClusterIfEmpty(rec->spec.cluster_id);
+  }
+
+  const Options options_;
+  const std::string fleet_id_;
+  std::string root_;
+
+  mutable std::mutex mu_;  // nodes_, records' fields, workers_
+  std::map<std::string, std::shared_ptr<NodeRec>> nodes_;
+  std::list<Worker> workers_;
+  bool shutting_down_ = false;
+
+  std::mutex cluster_mu_;  // clusters_ and all bridge / IMDS set-up and tear-down
+  std::map<std::string, ClusterNet> clusters_;
+};
+
+// ---- LocalProvider ------------------------------------------------------------------------
+
+LocalProvider::LocalProvider(const Options& options) {}
+LocalProvider::~LocalProvider() = default;
+
+StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& options) {
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        "the local provider needs root (it creates network namespaces, mounts and cgroups); "
+        "run as root or use --provider fake");
+  }
+  if (!local::HaveProgram("systemd-nspawn")) {
+    return absl::FailedPreconditionError(
+        "the local provider needs systemd-nspawn (Debian package systemd-container)");
+  }
+  if (!local::HaveProgram("ip")) {
+    return absl::FailedPreconditionError("the local provider needs ip (Debian package iproute2)");
+  }
+  auto pool = ParsePrefix(options.node_network);
+  if (!pool || pool->second > kSubnetBits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--node-network ", options.node_network, " must be an IPv4 CIDR of /22 or larger"));
+  }
+  Options opts = options;
+  if (opts.hyperfleet_binary.empty()) {
+    std::error_code ec;
+    opts.hyperfleet_binary = fs::canonical("/proc/self/exe", ec).string();
+  }
+  const std::string root = opts.data_dir + "/local";
+  HF_RETURN_IF_ERROR(EnsureDirectory(root + "/nodes"));
+  HF_RETURN_IF_ERROR(EnsureDirectory(root + "/clusters"));
+  std::string fleet_id;
+  if (auto text = local::ReadFile(root + "/fleet-id"); text.ok()) {
+    fleet_id = std::string(absl::StripAsciiWhitespace(*text));
+  }
+  if (fleet_id.size() != 6) {
+    fleet_id = local::RandomHex(3);
+    HF_RETURN_IF_ERROR(local::WriteFileAtomic(root + "/fleet-id", fleet_id + "\n"));
+  }
+  std::unique_ptr<LocalProvider> p(new LocalProvider(opts));
+  p->fleet_id_ = fleet_id;
+  p->impl_ = std::make_unique<Impl>(opts, fleet_id);
+  p->impl_->adopt();
+  return p;
+}
+
+Status LocalProvider::launch(const InstanceSpec& spec) { return impl_->launch(spec); }
+Status LocalProvider::terminate(std::string_view id) { return impl_->terminate(id); }
+StatusOr<std::vector<InstanceObservation>> LocalProvider::list(std::string_view cluster_id) {
+  return impl_->list(cluster_id);
+}
+StatusOr<int> LocalProvider::nodeInitPid(std::string_view id) { return impl_->initPid(id); }
+std::string LocalProvider::nodeDir(std::string_view id) const { return impl_->nodeDir(id); }
+std::optional<int> LocalProvider::supervisorPidForTest(std::string_view id) const {
+  return impl_->supervisorPid(id);
+}
+
+}  // namespace hf::provider

@@ -1,0 +1,207 @@
+// The node supervisor: one detached process per node, so that nodes outlive the server.
+// Reads <node-dir>/node.json (written by LocalProvider), joins the node's cgroups, runs
+// systemd-nspawn, relaunches it after a reboot, powers the node off on SIGTERM.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "hyperfleet/provider/local_provider.h"
+#include "provider/local/sys.h"
+
+namespace hf::provider {
+namespace {
+using local::ChildPids;
+
+void Log(const std::string& message) {
+  std::fprintf(stderr, "node-supervisor[%d]: %s\n", getpid(), message.c_str());
+  std::fflush(stderr);
+}
+
+void WriteTo(const std::string& path, const std::string& value) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, value.data(), value.size()) < 0) {
+    Log(absl::StrCat("cannot write ", value, " to ", path, ": ", std::strerror(errno)));
+  }
+  if (fd >= 0) close(fd);
+}
+
+// Joins hyperfleet/<fleet>/<instance> in every hierarchy: on a hybrid host nspawn nests the
+// payload under its own v2 cgroup, so nodes sharing one would collide (node-image.md §2.1).
+void JoinCgroups(const nlohmann::json& node) {
+  const std::string rel = absl::StrCat("hyperfleet/", node.value("fleet_id", ""), "/",
+                                       node.value("instance_id", ""));
+  const int vcpus = node.value("vcpus", 0);
+  const double memory_gib = node.value("memory_gib", 0.0);
+  const auto memory_bytes = static_cast<long long>(memory_gib * 1024 * 1024 * 1024);
+  for (const std::string& root : local::CgroupHierarchies()) {
+    const std::string dir = absl::StrCat(root, "/", rel);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      Log(absl::StrCat("cannot create cgroup ", dir, ": ", ec.message()));
+      continue;
+    }
+    const bool v2 = std::filesystem::exists(root + "/cgroup.controllers");
+    if (v2 && (vcpus > 0 || memory_bytes > 0)) {
+      // Controllers must be enabled on every ancestor below the root (best effort).
+      std::string parent = root;
+      for (const std::string part : {std::string("hyperfleet"),
+                                     absl::StrCat("hyperfleet/", node.value("fleet_id", ""))}) {
+        WriteTo(parent + "/cgroup.subtree_control", "+cpu +memory");
+        parent = absl::StrCat(root, "/", part);
+      }
+      WriteTo(parent + "/cgroup.subtree_control", "+cpu +memory");
+      if (vcpus > 0 && std::filesystem::exists(dir + "/cpu.max")) {
+        WriteTo(dir + "/cpu.max", absl::StrCat(vcpus * 100000, " 100000"));
+      }
+      if (memory_bytes > 0 && std::filesystem::exists(dir + "/memory.max")) {
+        WriteTo(dir + "/memory.max", std::to_string(memory_bytes));
+      }
+    }
+    if (!v2 && vcpus > 0 && std::filesystem::exists(dir + "/cpu.cfs_quota_us")) {
+      WriteTo(dir + "/cpu.cfs_period_us", "100000");
+      WriteTo(dir + "/cpu.cfs_quota_us", std::to_string(vcpus * 100000));
+    }
+    if (!v2 && memory_bytes > 0 && std::filesystem::exists(dir + "/memory.limit_in_bytes")) {
+      WriteTo(dir + "/memory.limit_in_bytes", std::to_string(memory_bytes));
+    }
+    WriteTo(dir + "/cgroup.procs", std::to_string(getpid()));
+  }
+}
+
+pid_t StartNspawn(const nlohmann::json& node, const sigset_t& original_mask) {
+  const std::string hostname = node.value("hostname", "");
+  std::vector<std::string> argv = {
+      "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
+      "-D", node.value("merged", ""),
+      "--machine=" + hostname, "--hostname=" + hostname,
+      "--network-namespace-path=/run/netns/" + node.value("netns", ""),
+      "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--console=passive",
+      "--bind=" + node.value("fsx", "") + ":/fsx",
+      "--bind-ro=" + node.value("binary", "") + ":/opt/hyperfleet/bin/hyperfleet"};
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    setenv("SYSTEMD_NSPAWN_TMPFS_TMP", "0", 1);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run systemd-nspawn: %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` to exit for up to `timeout`; returns its wait status or -1.
+int WaitExit(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return 0;
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    usleep(20000);
+  }
+}
+
+}  // namespace
+
+int RunNodeSupervisor(const std::string& node_dir) {
+  auto text = local::ReadFile(node_dir + "/node.json");
+  if (!text.ok()) {
+    Log(std::string(text.status().message()));
+    return 2;
+  }
+  const nlohmann::json node = nlohmann::json::parse(*text, nullptr, false);
+  if (!node.is_object()) {
+    Log("malformed node.json");
+    return 2;
+  }
+  // SIGTERM and SIGCHLD are taken synchronously with sigtimedwait.
+  sigset_t mask, original;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, &original);
+  (void)local::WriteFileAtomic(node_dir + "/supervisor.pid", std::to_string(getpid()) + "\n");
+  JoinCgroups(node);
+  const int stop_timeout = node.value("stop_timeout_seconds", 20);
+  const std::string hostname = node.value("hostname", "");
+
+  int exit_code = 0;
+  bool stopping = false;
+  while (!stopping) {
+    const pid_t nspawn = StartNspawn(node, original);
+    if (nspawn < 0) {
+      Log("fork failed");
+      return 1;
+    }
+    (void)local::WriteFileAtomic(node_dir + "/nspawn.pid", std::to_string(nspawn) + "\n");
+    Log(absl::StrCat("started systemd-nspawn pid ", nspawn));
+    int status = 0;
+    for (;;) {
+      siginfo_t info{};
+      timespec ts{1, 0};
+      const int sig = sigtimedwait(&mask, &info, &ts);
+      if (sig == SIGTERM || sig == SIGINT) {
+        stopping = true;
+        break;
+      }
+      const pid_t r = waitpid(nspawn, &status, WNOHANG);
+      if (r == nspawn) break;
+    }
+    if (stopping) {
+      const std::vector<int> inits = ChildPids(nspawn);
+      if (!inits.empty()) {
+        Log(absl::StrCat("powering off the node (init pid ", inits[0], ")"));
+        kill(inits[0], SIGRTMIN + 4);
+      } else {
+        kill(nspawn, SIGTERM);
+      }
+      status = WaitExit(nspawn, std::chrono::seconds(stop_timeout));
+      if (status == -1) {
+        Log("the node did not power off in time; killing it");
+        for (int init : ChildPids(nspawn)) kill(init, SIGKILL);  // ends its PID namespace
+        status = WaitExit(nspawn, std::chrono::seconds(10));
+        if (status == -1) {
+          kill(nspawn, SIGKILL);
+          status = WaitExit(nspawn, std::chrono::seconds(10));
+        }
+      }
+      break;
+    }
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 133) {
+      Log("the node rebooted; starting it again");
+      continue;
+    }
+    Log(absl::StrCat("systemd-nspawn exited with status ", code));
+    exit_code = code == 0 ? 0 : 1;
+    break;
+  }
+  // nspawn leaves its per-machine propagation directory on the host.
+  std::error_code ec;
+  std::filesystem::remove_all("/run/systemd/nspawn/propagate/" + hostname, ec);
+  unlink((node_dir + "/nspawn.pid").c_str());
+  unlink((node_dir + "/supervisor.pid").c_str());
+  Log("stopped");
+  return exit_code;
+}
+
+}  // namespace hf::provider
