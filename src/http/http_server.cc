@@ -288,6 +288,10 @@ class Session : public std::enable_shared_from_this<Session> {
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
     request.body = std::move(message.body());
+    if (core_.options.wants_upgrade && core_.options.on_upgrade &&
+        core_.options.wants_upgrade(request)) {
+      return HandOver(std::move(request));
+    }
 
     HttpResponse response;
     try {
@@ -300,6 +304,27 @@ class Session : public std::enable_shared_from_this<Session> {
       response = AwsError(500, "InternalFailure", "Internal server error");
     }
     Write(std::move(response), keep_alive, /*linger=*/false);
+  }
+
+  // Gives the connection to options.on_upgrade: the socket leaves Asio (release(), so no
+  // shutdown reaches the peer) and this session ends without touching it again.
+  void HandOver(HttpRequest request) {
+    std::string buffered(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    buffer_.consume(buffer_.size());
+    stream_.expires_never();
+    beast::error_code ec;
+    const int fd = stream_.socket().release(ec);
+    state_ = State::kClosed;
+    if (ec) {
+      spdlog::warn("HTTP upgrade: cannot release the socket: {}", ec.message());
+      stream_.close();
+      return;
+    }
+    try {
+      core_.options.on_upgrade(std::move(request), fd, std::move(buffered));
+    } catch (const std::exception& e) {
+      spdlog::error("HTTP upgrade handler threw: {}", e.what());
+    }
   }
 
   // Sends `response`; then reads the next request, closes, or (linger) drains and closes.

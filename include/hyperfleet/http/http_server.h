@@ -37,6 +37,16 @@ struct HttpServerOptions {
   /// none). The server adopts a duplicate, so the caller keeps and closes its own fd. Used
   /// for sockets created inside another network namespace (the local provider's IMDS).
   int listen_fd = -1;
+  /// Connection takeover for protocol upgrades (WebSocket sessions). When both are set and
+  /// `wants_upgrade` returns true for a complete request (called on an I/O thread: keep it
+  /// cheap, e.g. a path check), the server calls `on_upgrade` instead of the handler and
+  /// forgets the connection: `on_upgrade` receives the request, the connected socket's file
+  /// descriptor (it then owns it and must close it) and the bytes already read past the
+  /// request (usually none: WebSocket clients wait for the 101 before sending). It also runs
+  /// on an I/O thread, so it must hand the connection to its own thread and return at once;
+  /// it must not throw. Taken-over connections are not stopped by stop(): their owner is.
+  std::function<bool(const HttpRequest&)> wants_upgrade;
+  std::function<void(HttpRequest&& request, int fd, std::string buffered)> on_upgrade;
 };
 
 /// A running HTTP server. Destroying it stops it (in-flight requests finish first).
