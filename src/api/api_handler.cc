@@ -62,8 +62,65 @@ ApiHandler::ApiHandler(const model::ServiceModel& model, ClusterOperations& clus
   policy_.services = {"sagemaker"};
 }
 
+void ApiHandler::addService(JsonService& service) {
+  services_.push_back(&service);
+  policy_.services.emplace_back(service.signingName());
+}
+
+JsonService* ApiHandler::serviceFor(std::string_view target) const {
+  for (JsonService* s : services_) {
+    const std::string_view prefix = s->targetPrefix();
+    if (target.size() > prefix.size() && target.starts_with(prefix) &&
+        target[prefix.size()] == '.') {
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+StatusOr<nlohmann::json> ApiHandler::dispatchTo(JsonService& service,
+                                                const http::HttpRequest& req) {
+  const std::string target(*req.header("X-Amz-Target"));
+  const std::string op = target.substr(service.targetPrefix().size() + 1);
+  if (!service.model().hasOperation(op)) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat("Unknown operation ", target, ".")),
+        "UnknownOperationException");
+  }
+  const auto content_type = req.header("Content-Type");
+  const std::string media = content_type ? MediaType(*content_type) : "";
+  if (media != kContentType && media != "application/x-amz-json-1.0") {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat(
+            "Unsupported Content-Type '", content_type ? std::string(*content_type) : "",
+            "': expected application/x-amz-json-1.1.")),
+        "UnknownOperationException");
+  }
+  if (NestingDepth(req.body) > kMaxNestingDepth) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat("The request body nests deeper than ",
+                                                kMaxNestingDepth, " levels.")),
+        "SerializationException");
+  }
+  nlohmann::json body = req.body.empty() ? nlohmann::json::object()
+                                         : nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError("The request body is not a JSON object (malformed JSON)."),
+        "SerializationException");
+  }
+  if (Status valid = service.model().validateInput(op, body); !valid.ok()) {
+    if (AwsErrorTypeOf(valid)) return valid;
+    return WithAwsErrorType(std::move(valid), service.validationErrorType());
+  }
+  return service.call(op, service.model().pruneInput(op, body));
+}
+
 StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
   const auto target = req.header("X-Amz-Target");
+  if (target) {
+    if (JsonService* service = serviceFor(*target)) return dispatchTo(*service, req);
+  }
   if (!target || !target->starts_with(kTargetPrefix)) {
     return WithAwsErrorType(
         absl::InvalidArgumentError(absl::StrCat(
@@ -120,6 +177,16 @@ http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
     }
     auto identity = auth::VerifySigV4(req, secrets_, policy_, clock_.now());
     if (!identity.ok()) return identity.status();
+    // A signature is good for the service it was scoped to only.
+    const auto target = req.header("X-Amz-Target");
+    const JsonService* service = target ? serviceFor(*target) : nullptr;
+    const std::string_view expected = service ? service->signingName() : "sagemaker";
+    if (identity->service != expected) {
+      return WithAwsErrorType(
+          absl::UnauthenticatedError(absl::StrCat("Credential should be scoped to correct "
+                                                  "service: '", std::string(expected), "'. ")),
+          "InvalidSignatureException");
+    }
     return dispatch(req);
   }();
   if (!result.ok()) {

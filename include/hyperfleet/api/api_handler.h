@@ -4,6 +4,8 @@
 // the service model, and then the operation. A request rejected at any step changes nothing.
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "hyperfleet/api/cluster_operations.h"
 #include "hyperfleet/auth/sigv4.h"
@@ -14,12 +16,34 @@
 
 namespace hf::api {
 
-/// Decodes and routes SageMaker API requests. Thread-safe.
+/// Another AWS JSON 1.1 service served on the same endpoint (e.g. the CloudWatch Logs subset,
+/// hf_logs' LogOperations). The handler authenticates with the service's signing name,
+/// validates input against its model and tags model violations with its error type.
+class JsonService {
+ public:
+  virtual ~JsonService() = default;
+  /// X-Amz-Target prefix before the '.', e.g. "Logs_20140328".
+  virtual std::string_view targetPrefix() const = 0;
+  /// SigV4 signing name (credential scope service), e.g. "logs".
+  virtual std::string_view signingName() const = 0;
+  /// The service model that requests are validated against.
+  virtual const model::ServiceModel& model() const = 0;
+  /// The AWS error type of model violations, e.g. "InvalidParameterException".
+  virtual std::string_view validationErrorType() const = 0;
+  /// Runs operation `op` (defined by the model) on a validated, pruned input. Thread-safe.
+  virtual StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) = 0;
+};
+
+/// Decodes and routes SageMaker API requests (and those of added JsonServices). Thread-safe.
 class ApiHandler {
  public:
   ApiHandler(const model::ServiceModel& model, ClusterOperations& clusters,
              auth::SecretLookup secrets, const Clock& clock, IdSource& ids,
              const ApiConfig& config);
+
+  /// Also serves `service` (which must outlive the handler) for targets "<prefix>.<Op>".
+  /// Call before the first request is handled: it is not synchronised with handle().
+  void addService(JsonService& service);
 
   /// Handles one HTTP request (the server's handler). Never throws.
   http::HttpResponse handle(http::HttpRequest&& request);
@@ -35,6 +59,11 @@ class ApiHandler {
   const Clock& clock_;
   IdSource& ids_;
   auth::SigV4Policy policy_;
+  std::vector<JsonService*> services_;
+
+  /// The added service whose prefix `target` has, or null (then it is SageMaker's).
+  JsonService* serviceFor(std::string_view target) const;
+  StatusOr<nlohmann::json> dispatchTo(JsonService& service, const http::HttpRequest& request);
 };
 
 }  // namespace hf::api
