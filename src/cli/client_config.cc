@@ -221,7 +221,9 @@ StatusOr<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const Clien
       return c;
     }
   }
-  const std::string data_dir = ResolveDataDir(flags.data_dir);
+  // HYPERFLEET_DATA_DIR through `env` first, so that an injected environment is obeyed.
+  const std::string data_dir = !flags.data_dir.empty() ? flags.data_dir
+                               : env("HYPERFLEET_DATA_DIR").value_or(ResolveDataDir(""));
   const std::string data_creds = data_dir + "/credentials";
   if (auto file = ReadIni(data_creds)) {
     auto it = file->find("default");
