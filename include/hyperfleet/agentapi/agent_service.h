@@ -1,0 +1,104 @@
+#pragma once
+// The control plane's side of the node agent protocol (docs/nodes.md, "Agent protocol"):
+// registration, heartbeats, the node-contract files, the lifecycle bundle, lifecycle output
+// and results. Served by the local provider on every cluster bridge's host address; nodes
+// cannot reach the API port on the host's loopback.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/agentapi/node_tokens.h"
+#include "hyperfleet/bundle/bundle_source.h"
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/ids.h"
+#include "hyperfleet/http/http.h"
+#include "hyperfleet/model/cluster.h"
+#include "hyperfleet/store/store.h"
+
+namespace hf::agentapi {
+
+/// One line of a node's output, as CloudWatch Logs stores it.
+struct LogLine {
+  int64_t timestamp_ms = 0;  ///< milliseconds since the Unix epoch
+  std::string message;
+};
+
+/// Where node output goes: (log group, log stream, lines). Must be thread-safe.
+using LogSink = std::function<void(const std::string& group, const std::string& stream,
+                                   const std::vector<LogLine>& lines)>;
+
+/// CloudWatch log group of a cluster, as HyperPod names it:
+/// "/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>".
+std::string ClusterLogGroup(const model::Cluster& cluster);
+/// Log stream of a node's lifecycle scripts: "LifecycleConfig/<group>/<instance-id>".
+std::string LifecycleLogStream(const model::Node& node);
+
+/// /opt/ml/config/resource_config.json for `cluster` with `nodes` (HyperPod's schema,
+/// node-contract.md §a.2): ClusterConfig {ClusterArn, ClusterName}, ClusterType "Slurm", and
+/// every declared instance group with its InstanceType and Instances (InstanceName
+/// "<group>-<n>" numbered from 1 by launch order, InstanceId, AgentIpAddress and
+/// CustomerIpAddress = the node's address, InstanceLabel null); a group without live
+/// instances has "Instances": null. Nodes shutting down or without an address are left out.
+nlohmann::json ResourceConfig(const model::Cluster& cluster,
+                              const std::vector<model::Node>& nodes);
+
+/// Serves /agent/v1/*. Thread-safe; handlers block only on the store and bundle source.
+class AgentService {
+ public:
+  struct Options {
+    int heartbeat_seconds = 5;            ///< how often agents heartbeat
+    int lifecycle_timeout_seconds = 3600; ///< per lifecycle script, then it is killed
+  };
+
+  /// `on_change(cluster_id)` is called after a lifecycle result was stored, so the cluster
+  /// controller acts on it at once. `logs` receives lifecycle output and markers.
+  AgentService(store::Store& store, bundle::BundleSource& bundles, const NodeTokens& tokens,
+               LogSink logs, std::function<void(const std::string&)> on_change,
+               const Clock& clock, IdSource& ids, Options options);
+
+  /// Handles one agent request. Never throws. Errors are JSON {"error": "..."} with 400 (bad
+  /// body), 403 (missing or wrong token, unknown instance), 404 (unknown path or bundle key),
+  /// 409 (the bundle cannot be used: empty prefix, unsafe key), 503 (store or bundle source
+  /// unavailable).
+  http::HttpResponse handle(http::HttpRequest&& request);
+
+  /// When each instance's agent was last heard from (registration or heartbeat).
+  std::map<std::string, SystemTime> lastSeen() const;
+
+ private:
+  struct Caller {
+    model::Cluster cluster;
+    model::Node node;
+  };
+  StatusOr<Caller> authenticate(const http::HttpRequest& request);
+  http::HttpResponse registerNode(const Caller& caller, const nlohmann::json& body);
+  http::HttpResponse heartbeat(const Caller& caller, const nlohmann::json& body);
+  http::HttpResponse listBundle(const Caller& caller);
+  http::HttpResponse readBundle(const Caller& caller, std::string_view query);
+  http::HttpResponse appendLogs(const Caller& caller, const nlohmann::json& body);
+  http::HttpResponse lifecycle(const Caller& caller, const nlohmann::json& body);
+  /// The node-contract files and their content hash ("files_revision").
+  StatusOr<std::pair<nlohmann::json, uint64_t>> nodeFiles(const Caller& caller);
+  void log(const Caller& caller, std::vector<LogLine> lines);
+  void touch(const std::string& instance_id);
+
+  store::Store& store_;
+  bundle::BundleSource& bundles_;
+  const NodeTokens& tokens_;
+  LogSink logs_;
+  std::function<void(const std::string&)> on_change_;
+  const Clock& clock_;
+  IdSource& ids_;
+  const Options options_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, SystemTime> last_seen_;
+  std::map<std::string, std::string> cluster_of_;  ///< instance id -> cluster id (cache)
+};
+
+}  // namespace hf::agentapi

@@ -1,0 +1,410 @@
+#include "hyperfleet/agentapi/agent_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace hf::agentapi {
+namespace {
+
+using nlohmann::json;
+namespace is = model::instance_status;
+namespace ls = model::lifecycle_state;
+
+http::HttpResponse Json(int status, const json& body) {
+  http::HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = body.dump();
+  return r;
+}
+
+http::HttpResponse Error(int status, absl::string_view message) {
+  return Json(status, json{{"error", std::string(message)}});
+}
+
+/// HTTP status for a Status from the store or bundle source.
+int HttpStatusOf(const Status& s) {
+  if (absl::IsNotFound(s)) return 404;
+  if (absl::IsFailedPrecondition(s) || absl::IsInvalidArgument(s)) return 409;
+  return 503;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// The value of `name` in an application/x-www-form-urlencoded query, percent-decoded.
+std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    auto eq = pair.find('=');
+    if (pair.substr(0, eq) != name) continue;
+    std::string_view raw = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    std::string out;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '%' && i + 2 < raw.size() && HexValue(raw[i + 1]) >= 0 &&
+          HexValue(raw[i + 2]) >= 0) {
+        out.push_back(static_cast<char>(HexValue(raw[i + 1]) * 16 + HexValue(raw[i + 2])));
+        i += 2;
+      } else if (raw[i] == '+') {
+        out.push_back(' ');
+      } else {
+        out.push_back(raw[i]);
+      }
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+/// "/tmp/<bucket>/<prefix>/", where HyperPod puts a node's lifecycle bundle.
+std::string BundleDirectory(const bundle::S3Location& loc) {
+  std::string dir = absl::StrCat("/tmp/", loc.bucket, "/", loc.prefix);
+  if (dir.back() != '/') dir.push_back('/');
+  return dir;
+}
+
+std::string LifecycleFailureMessage(const model::Cluster& c, const model::Node& n,
+                                    const std::string& reason, const std::string& detail) {
+  // HyperPod's wording, with what went wrong and where the output is.
+  std::string head = reason == "timeout" ? "Lifecycle scripts execution timed out"
+                                         : "Lifecycle scripts did not run successfully";
+  return absl::StrCat(head, ": ", detail.empty() ? "no detail reported" : detail,
+                      ". Ensure the scripts exist in the provided S3 path, are accessible, and "
+                      "run without errors. See CloudWatch logs (log group ",
+                      ClusterLogGroup(c), ", log stream ", LifecycleLogStream(n),
+                      ") for lifecycle script execution details.");
+}
+
+}  // namespace
+
+std::string ClusterLogGroup(const model::Cluster& cluster) {
+  return absl::StrCat("/aws/sagemaker/Clusters/", cluster.name, "/", cluster.id);
+}
+
+std::string LifecycleLogStream(const model::Node& node) {
+  return absl::StrCat("LifecycleConfig/", node.group, "/", node.instance_id);
+}
+
+json ResourceConfig(const model::Cluster& cluster, const std::vector<model::Node>& nodes) {
+  json groups = json::array();
+  for (const auto& g : cluster.groups) {
+    std::vector<const model::Node*> members;
+    for (const auto& n : nodes) {
+      if (n.group == g.name && n.status != is::kShuttingDown && !n.private_ip.empty()) {
+        members.push_back(&n);
+      }
+    }
+    std::sort(members.begin(), members.end(), [](const model::Node* a, const model::Node* b) {
+      if (a->launch_time != b->launch_time) return a->launch_time < b->launch_time;
+      return a->instance_id < b->instance_id;
+    });
+    json instances = json::array();
+    int index = 0;
+    for (const auto* n : members) {
+      instances.push_back({{"InstanceName", absl::StrCat(g.name, "-", ++index)},
+                           {"InstanceId", n->instance_id},
+                           {"AgentIpAddress", n->private_ip},
+                           {"CustomerIpAddress", n->private_ip},
+                           {"InstanceLabel", nullptr}});
+    }
+    groups.push_back({{"Name", g.name},
+                      {"InstanceType", g.instance_type},
+                      {"Instances", instances.empty() ? json(nullptr) : instances}});
+  }
+  return json{{"ClusterConfig", {{"ClusterArn", cluster.arn}, {"ClusterName", cluster.name}}},
+              {"ClusterType", "Slurm"},
+              {"InstanceGroups", groups}};
+}
+
+AgentService::AgentService(store::Store& store, bundle::BundleSource& bundles,
+                           const NodeTokens& tokens, LogSink logs,
+                           std::function<void(const std::string&)> on_change,
+                           const Clock& clock, IdSource& ids, Options options)
+    : store_(store), bundles_(bundles), tokens_(tokens), logs_(std::move(logs)),
+      on_change_(std::move(on_change)), clock_(clock), ids_(ids), options_(options) {}
+
+std::map<std::string, SystemTime> AgentService::lastSeen() const {
+  std::lock_guard lock(mu_);
+  return last_seen_;
+}
+
+void AgentService::touch(const std::string& instance_id) {
+  std::lock_guard lock(mu_);
+  last_seen_[instance_id] = clock_.now();
+}
+
+StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpRequest& request) {
+  auto auth = request.header("Authorization");
+  constexpr std::string_view kScheme = "HyperfleetNode ";
+  if (!auth || auth->substr(0, kScheme.size()) != kScheme) {
+    return absl::PermissionDeniedError("missing Authorization: HyperfleetNode <instance-id>:<token>");
+  }
+  std::string_view cred = auth->substr(kScheme.size());
+  auto colon = cred.find(':');
+  if (colon == std::string_view::npos) {
+    return absl::PermissionDeniedError("malformed node credentials");
+  }
+  std::string instance_id(cred.substr(0, colon));
+  if (!tokens_.verify(instance_id, cred.substr(colon + 1))) {
+    return absl::PermissionDeniedError("wrong token for instance " + instance_id);
+  }
+  std::string cluster_id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = cluster_of_.find(instance_id);
+    if (it != cluster_of_.end()) cluster_id = it->second;
+  }
+  if (cluster_id.empty()) {
+    // Only callers with a valid token get here, so this scan cannot be driven by strangers.
+    HF_ASSIGN_OR_RETURN(auto clusters, store_.allClusters());
+    for (const auto& c : clusters) {
+      auto node = store_.node(c.id, instance_id);
+      if (node.ok()) {
+        cluster_id = c.id;
+        break;
+      }
+    }
+    if (cluster_id.empty()) {
+      return absl::PermissionDeniedError("instance " + instance_id + " is not part of a cluster");
+    }
+    std::lock_guard lock(mu_);
+    cluster_of_[instance_id] = cluster_id;
+  }
+  Caller caller;
+  auto cluster = store_.clusterById(cluster_id);
+  auto node = cluster.ok() ? store_.node(cluster_id, instance_id) : cluster.status();
+  if (!node.ok()) {
+    if (absl::IsNotFound(node.status())) {
+      std::lock_guard lock(mu_);
+      cluster_of_.erase(instance_id);
+      return absl::PermissionDeniedError("instance " + instance_id + " no longer exists");
+    }
+    return node.status();
+  }
+  caller.cluster = std::move(*cluster);
+  caller.node = std::move(*node);
+  return caller;
+}
+
+http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
+  try {
+    auto caller = authenticate(request);
+    if (!caller.ok()) {
+      const int code = absl::IsPermissionDenied(caller.status()) ? 403 : 503;
+      return Error(code, caller.status().message());
+    }
+    const std::string path(request.path());
+    if (request.method == "GET") {
+      if (path == "/agent/v1/bundle") return listBundle(*caller);
+      if (path == "/agent/v1/bundle/file") return readBundle(*caller, request.query());
+      return Error(404, "no such agent resource: GET " + path);
+    }
+    if (request.method != "POST") return Error(405, "method not allowed");
+    json body = request.body.empty() ? json::object() : json::parse(request.body, nullptr, false);
+    if (!body.is_object()) return Error(400, "the request body must be a JSON object");
+    if (path == "/agent/v1/register") return registerNode(*caller, body);
+    if (path == "/agent/v1/heartbeat") return heartbeat(*caller, body);
+    if (path == "/agent/v1/logs") return appendLogs(*caller, body);
+    if (path == "/agent/v1/lifecycle") return lifecycle(*caller, body);
+    return Error(404, "no such agent resource: POST " + path);
+  } catch (const std::exception& e) {
+    spdlog::error("agent request {} {}: {}", request.method, request.target, e.what());
+    return Error(400, std::string("bad request: ") + e.what());
+  }
+}
+
+StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller) {
+  HF_ASSIGN_OR_RETURN(auto nodes, store_.nodes(caller.cluster.id));
+  json files = json::array();
+  auto add = [&](const std::string& path, const json& content) {
+    files.push_back({{"path", path}, {"mode", 0600}, {"content", content.dump(2) + "\n"}});
+  };
+  add("/opt/ml/config/resource_config.json", ResourceConfig(caller.cluster, nodes));
+  const json& lcc = caller.node.lifecycle;
+  if (lcc.is_object()) {
+    json life{{"S3Uri", lcc.value("SourceS3Uri", "")}, {"OnCreate", lcc.value("OnCreate", "")}};
+    if (lcc.contains("OnInitComplete")) life["OnInitComplete"] = lcc["OnInitComplete"];
+    add("/opt/ml/config/life_cycle_config.json", life);
+    // provisioning_parameters.json travels with the scripts; HyperPod also puts a copy here.
+    auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
+    if (loc.ok()) {
+      auto params = bundles_.read(*loc, "provisioning_parameters.json");
+      if (params.ok()) {
+        json parsed = json::parse(*params, nullptr, false);
+        if (!parsed.is_discarded()) add("/opt/ml/config/provisioning_parameters.json", parsed);
+      }
+    }
+  }
+  add("/opt/ml/config/host_agent.json",
+      json{{"ClusterArn", caller.cluster.arn}, {"InstanceId", caller.node.instance_id},
+           {"InstanceGroupName", caller.node.group}});
+  const uint64_t revision = std::hash<std::string>{}(files.dump());
+  return std::make_pair(std::move(files), revision);
+}
+
+http::HttpResponse AgentService::registerNode(const Caller& caller, const json&) {
+  touch(caller.node.instance_id);
+  auto files = nodeFiles(caller);
+  if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
+  const json& lcc = caller.node.lifecycle;
+  json lifecycle{{"run", false}};
+  const bool done = caller.node.lifecycle_state == ls::kSucceeded ||
+                    caller.node.lifecycle_state == ls::kFailed;
+  if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown) {
+    auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
+    if (loc.ok()) {
+      lifecycle = json{{"run", true},
+                       {"source_s3_uri", lcc.value("SourceS3Uri", "")},
+                       {"on_create", lcc.value("OnCreate", "")},
+                       {"on_init_complete", lcc.value("OnInitComplete", "")},
+                       {"directory", BundleDirectory(*loc)},
+                       {"timeout_seconds", options_.lifecycle_timeout_seconds}};
+    }
+  }
+  spdlog::info("node {} ({} in {}) registered", caller.node.instance_id, caller.node.group,
+               caller.cluster.name);
+  return Json(200, json{{"cluster_id", caller.cluster.id},
+                        {"cluster_name", caller.cluster.name},
+                        {"group", caller.node.group},
+                        {"instance_id", caller.node.instance_id},
+                        {"heartbeat_seconds", options_.heartbeat_seconds},
+                        {"files_revision", files->second},
+                        {"files", files->first},
+                        {"lifecycle", lifecycle}});
+}
+
+http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& body) {
+  touch(caller.node.instance_id);
+  auto files = nodeFiles(caller);
+  if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
+  json out{{"files_revision", files->second}};
+  const json& seen = body.contains("files_revision") ? body["files_revision"] : json();
+  if (!seen.is_number_unsigned() || seen.get<uint64_t>() != files->second) {
+    out["files"] = files->first;
+  }
+  return Json(200, out);
+}
+
+http::HttpResponse AgentService::listBundle(const Caller& caller) {
+  auto loc = bundle::ParseS3Uri(caller.node.lifecycle.is_object()
+                                    ? caller.node.lifecycle.value("SourceS3Uri", "")
+                                    : std::string());
+  if (!loc.ok()) return Error(409, loc.status().message());
+  auto objects = bundles_.list(*loc);
+  if (!objects.ok()) return Error(HttpStatusOf(objects.status()), objects.status().message());
+  json files = json::array();
+  for (const auto& o : *objects) files.push_back({{"key", o.key}, {"size", o.size}});
+  return Json(200, json{{"files", files}});
+}
+
+http::HttpResponse AgentService::readBundle(const Caller& caller, std::string_view query) {
+  auto key = QueryValue(query, "key");
+  if (!key || key->empty()) return Error(400, "missing query parameter key");
+  auto loc = bundle::ParseS3Uri(caller.node.lifecycle.is_object()
+                                    ? caller.node.lifecycle.value("SourceS3Uri", "")
+                                    : std::string());
+  if (!loc.ok()) return Error(409, loc.status().message());
+  auto data = bundles_.read(*loc, *key);
+  if (!data.ok()) return Error(HttpStatusOf(data.status()), data.status().message());
+  http::HttpResponse r;
+  r.headers.emplace_back("Content-Type", "application/octet-stream");
+  r.body = std::move(*data);
+  return r;
+}
+
+void AgentService::log(const Caller& caller, std::vector<LogLine> lines) {
+  if (!logs_ || lines.empty()) return;
+  logs_(ClusterLogGroup(caller.cluster), LifecycleLogStream(caller.node), lines);
+}
+
+http::HttpResponse AgentService::appendLogs(const Caller& caller, const json& body) {
+  const json& events = body.contains("events") ? body["events"] : json();
+  if (!events.is_array()) return Error(400, "events must be an array");
+  std::vector<LogLine> lines;
+  lines.reserve(events.size());
+  const int64_t now_ms = ToEpochSeconds(clock_.now()) * 1000;
+  for (const auto& e : events) {
+    if (!e.is_object() || !e.contains("message") || !e["message"].is_string()) {
+      return Error(400, "each event needs a string message");
+    }
+    int64_t ts = e.contains("timestamp") && e["timestamp"].is_number_integer()
+                     ? e["timestamp"].get<int64_t>()
+                     : now_ms;
+    lines.push_back({ts, e["message"].get<std::string>()});
+  }
+  log(caller, std::move(lines));
+  return Json(200, json::object());
+}
+
+http::HttpResponse AgentService::lifecycle(const Caller& caller, const json& body) {
+  const std::string state = body.value("state", "");
+  if (state != ls::kStarted && state != ls::kSucceeded && state != ls::kFailed) {
+    return Error(400, "state must be Started, Succeeded or Failed");
+  }
+  const std::string reason = body.value("reason", "");
+  const std::string detail = body.value("message", "");
+  // The platform's markers in the node's log stream, written once per transition.
+  auto markers = [&] {
+    const int64_t now_ms = ToEpochSeconds(clock_.now()) * 1000;
+    if (state == ls::kStarted) {
+      log(caller, {{now_ms, "[SageMaker] Downloading lifecycle scripts"}});
+    } else if (state == ls::kSucceeded) {
+      log(caller, {{now_ms, "[SageMaker] The lifecycle scripts succeeded."}});
+    } else {
+      log(caller, {{now_ms, "[SageMaker] " + (detail.empty() ? reason : detail)},
+                   {now_ms, "[SageMaker] The lifecycle scripts failed."}});
+    }
+  };
+  // Record the result on the node (compare-and-swap; retried when the controller wrote
+  // the same node in between).
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto node = store_.node(caller.cluster.id, caller.node.instance_id);
+    if (!node.ok()) return Error(HttpStatusOf(node.status()), node.status().message());
+    if (node->lifecycle_state == state) return Json(200, json::object());  // a retried report
+    if (node->lifecycle_state == ls::kSucceeded || node->lifecycle_state == ls::kFailed) {
+      return Json(200, json::object());  // results are final
+    }
+    model::Node updated = *node;
+    updated.lifecycle_state = state;
+    if (state == ls::kFailed) {
+      updated.lifecycle_message = LifecycleFailureMessage(caller.cluster, updated, reason, detail);
+    }
+    store::WriteBatch batch;
+    batch.nodes.push_back({updated, node->revision, false});
+    std::string description = absl::StrCat("Instance lifecycle script execution for EC2InstanceId ",
+                                           updated.instance_id, " has ", state);
+    if (state == ls::kFailed && !detail.empty()) absl::StrAppend(&description, ": ", detail);
+    batch.events.push_back(model::MakeEvent(
+        ids_.eventId(), caller.cluster.id, clock_.now(),
+        {"Instance", state == ls::kFailed ? "Error" : "Info", description, updated.group,
+         updated.instance_id,
+         json{{"Instance",
+               {{"LcsExecutionState", state}, {"NodeLogicalId", updated.logical_id}}}}}));
+    auto committed = store_.commit(batch);
+    if (committed.ok()) {
+      markers();
+      spdlog::info("node {}: lifecycle scripts {}{}", updated.instance_id, state,
+                   detail.empty() ? "" : " (" + detail + ")");
+      if (on_change_) on_change_(caller.cluster.id);
+      return Json(200, json::object());
+    }
+    if (!absl::IsFailedPrecondition(committed.status())) {
+      return Error(503, committed.status().message());
+    }
+  }
+  return Error(503, "the node record kept changing; retry");
+}
+
+}  // namespace hf::agentapi

@@ -1,0 +1,239 @@
+// The control plane's side of the agent protocol over real SQLite (in memory) and a real
+// local bucket directory: authentication, the node-contract files, the bundle, lifecycle
+// reports, log lines.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fakes/fake_clock.h"
+#include "hyperfleet/agentapi/agent_service.h"
+
+namespace hf::agentapi {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace is = model::instance_status;
+namespace ls = model::lifecycle_state;
+
+class AgentServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("hf-agentapi-" + std::to_string(::getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "s3/my-bucket/lcs/utils");
+    write("s3/my-bucket/lcs/on_create.sh", "#!/bin/bash\necho hi\n");
+    write("s3/my-bucket/lcs/utils/helper.sh", "true\n");
+    write("s3/my-bucket/lcs/provisioning_parameters.json",
+          R"({"version": "1.0.0", "workload_manager": "slurm", "controller_group": "ctl"})");
+    store_ = std::move(store::OpenSqliteStore(":memory:").value());
+    bundles_ = std::make_unique<bundle::LocalBucketSource>(root_ / "s3");
+
+    model::Cluster c;
+    c.id = "abcdefabcdef";
+    c.name = "demo";
+    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
+    c.status = model::cluster_status::kCreating;
+    c.creation_time = clock_.now();
+    for (auto [name, count] : {std::pair{"ctl", 1}, std::pair{"workers", 2}, std::pair{"spare", 0}}) {
+      model::InstanceGroup g;
+      g.name = name;
+      g.instance_type = "ml.c5.xlarge";
+      g.target_count = count;
+      g.spec = {{"InstanceGroupName", name}, {"InstanceCount", count}};
+      c.groups.push_back(g);
+    }
+    store::WriteBatch b;
+    b.clusters.push_back({c, store::kMustNotExist, false});
+    int k = 0;
+    for (auto [group, id] : {std::pair{"ctl", "i-00000000000000001"},
+                             std::pair{"workers", "i-00000000000000002"},
+                             std::pair{"workers", "i-00000000000000003"}}) {
+      model::Node n;
+      n.cluster_id = c.id;
+      n.instance_id = id;
+      n.logical_id = std::string(group) + "-x";
+      n.group = group;
+      n.instance_type = "ml.c5.xlarge";
+      n.launch_time = clock_.now() + std::chrono::seconds(k);
+      n.private_ip = "10.224.0." + std::to_string(2 + k++);
+      n.hostname = "ip-10-224-0-" + std::to_string(1 + k);
+      n.lifecycle = {{"SourceS3Uri", "s3://my-bucket/lcs"}, {"OnCreate", "on_create.sh"}};
+      b.nodes.push_back({n, store::kMustNotExist, false});
+    }
+    ASSERT_TRUE(store_->commit(b).ok());
+    service_ = std::make_unique<AgentService>(
+        *store_, *bundles_, tokens_,
+        [this](const std::string& g, const std::string& s, const std::vector<LogLine>& lines) {
+          for (const auto& l : lines) logged_.push_back(g + " " + s + " " + l.message);
+        },
+        [this](const std::string& id) { changed_.push_back(id); }, clock_, ids_,
+        AgentService::Options{});
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void write(const std::string& rel, const std::string& text) {
+    std::ofstream(root_ / rel) << text;
+  }
+
+  http::HttpResponse call(const std::string& method, const std::string& target,
+                          const json& body = json::object(),
+                          const std::string& id = "i-00000000000000002",
+                          std::string token = "") {
+    http::HttpRequest r;
+    r.method = method;
+    r.target = target;
+    if (token.empty()) token = tokens_.tokenFor(id);
+    r.headers.emplace_back("Authorization", "HyperfleetNode " + id + ":" + token);
+    if (method == "POST") r.body = body.dump();
+    return service_->handle(std::move(r));
+  }
+
+  fs::path root_;
+  testing::FakeClock clock_;
+  SequentialIdSource ids_{1};
+  NodeTokens tokens_{std::string(32, 'k')};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<bundle::BundleSource> bundles_;
+  std::unique_ptr<AgentService> service_;
+  std::vector<std::string> logged_;
+  std::vector<std::string> changed_;
+};
+
+TEST_F(AgentServiceTest, TokensAreBoundToTheirInstance) {
+  NodeTokens other(std::string(32, 'o'));
+  EXPECT_EQ(tokens_.tokenFor("i-1").size(), 64u);
+  EXPECT_TRUE(tokens_.verify("i-1", tokens_.tokenFor("i-1")));
+  EXPECT_FALSE(tokens_.verify("i-2", tokens_.tokenFor("i-1")));
+  EXPECT_FALSE(tokens_.verify("i-1", other.tokenFor("i-1")));
+  // A node presenting its own token for another node is refused.
+  auto r = call("POST", "/agent/v1/register", {}, "i-00000000000000003",
+                tokens_.tokenFor("i-00000000000000002"));
+  EXPECT_EQ(r.status, 403);
+  http::HttpRequest bare;
+  bare.method = "POST";
+  bare.target = "/agent/v1/register";
+  EXPECT_EQ(service_->handle(std::move(bare)).status, 403);
+  // A valid token for an instance no cluster has.
+  EXPECT_EQ(call("POST", "/agent/v1/register", {}, "i-0000000000000000f").status, 403);
+}
+
+TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
+  auto r = call("POST", "/agent/v1/register", {{"boot_id", "b"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = json::parse(r.body);
+  EXPECT_EQ(body["cluster_name"], "demo");
+  EXPECT_EQ(body["group"], "workers");
+  json lifecycle = body["lifecycle"];
+  EXPECT_TRUE(lifecycle["run"].get<bool>());
+  EXPECT_EQ(lifecycle["directory"], "/tmp/my-bucket/lcs/");
+  EXPECT_EQ(lifecycle["on_create"], "on_create.sh");
+  std::map<std::string, json> files;
+  for (const auto& f : body["files"]) {
+    EXPECT_EQ(f["mode"], 0600);
+    files[f["path"]] = json::parse(f["content"].get<std::string>());
+  }
+  ASSERT_TRUE(files.count("/opt/ml/config/resource_config.json"));
+  const json& rc = files["/opt/ml/config/resource_config.json"];
+  EXPECT_EQ(rc["ClusterConfig"]["ClusterName"], "demo");
+  ASSERT_EQ(rc["InstanceGroups"].size(), 3u);
+  const json& workers = rc["InstanceGroups"][1];
+  EXPECT_EQ(workers["Name"], "workers");
+  ASSERT_EQ(workers["Instances"].size(), 2u);
+  EXPECT_EQ(workers["Instances"][0]["InstanceName"], "workers-1");
+  EXPECT_EQ(workers["Instances"][1]["InstanceName"], "workers-2");
+  EXPECT_EQ(workers["Instances"][1]["InstanceId"], "i-00000000000000003");
+  EXPECT_EQ(workers["Instances"][1]["CustomerIpAddress"], "10.224.0.4");
+  EXPECT_TRUE(rc["InstanceGroups"][2]["Instances"].is_null());
+  ASSERT_TRUE(files.count("/opt/ml/config/provisioning_parameters.json"));
+  EXPECT_EQ(files["/opt/ml/config/provisioning_parameters.json"]["controller_group"], "ctl");
+
+  // A heartbeat with the same revision gets no files; a stale one gets them again.
+  json hb = json::parse(call("POST", "/agent/v1/heartbeat",
+                             {{"files_revision", body["files_revision"]}}).body);
+  EXPECT_FALSE(hb.contains("files"));
+  hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}).body);
+  EXPECT_TRUE(hb.contains("files"));
+  EXPECT_EQ(service_->lastSeen().count("i-00000000000000002"), 1u);
+}
+
+TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {
+  auto r = call("GET", "/agent/v1/bundle");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json listing = json::parse(r.body);
+  std::vector<std::string> keys;
+  for (const auto& f : listing["files"]) keys.push_back(f["key"]);
+  EXPECT_EQ(keys, (std::vector<std::string>{"on_create.sh", "provisioning_parameters.json",
+                                            "utils/helper.sh"}));
+  r = call("GET", "/agent/v1/bundle/file?key=utils%2Fhelper.sh");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "true\n");
+  EXPECT_EQ(call("GET", "/agent/v1/bundle/file?key=..%2F..%2Fetc%2Fpasswd").status / 100, 4);
+  EXPECT_EQ(call("GET", "/agent/v1/bundle/file?key=missing.sh").status, 404);
+  // An empty prefix is the agent's "empty" failure.
+  fs::remove_all(root_ / "s3/my-bucket/lcs");
+  r = call("GET", "/agent/v1/bundle");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find("no lifecycle scripts found"), std::string::npos) << r.body;
+}
+
+TEST_F(AgentServiceTest, LifecycleResultsAreRecordedOnceWithEventsAndLogMarkers) {
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Started"}}).status, 200);
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Started"}}).status, 200);  // retried
+  ASSERT_EQ(call("POST", "/agent/v1/logs",
+                 {{"stream", "LifecycleConfig"},
+                  {"events", {{{"timestamp", 1}, {"message", "hello"}}}}}).status, 200);
+  auto r = call("POST", "/agent/v1/lifecycle",
+                {{"state", "Failed"}, {"reason", "exit"}, {"exit_code", 3},
+                 {"message", "on_create.sh exited with status 3"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto node = store_->node("abcdefabcdef", "i-00000000000000002").value();
+  EXPECT_EQ(node.lifecycle_state, ls::kFailed);
+  EXPECT_NE(node.lifecycle_message.find("Lifecycle scripts did not run successfully: "
+                                        "on_create.sh exited with status 3"),
+            std::string::npos)
+      << node.lifecycle_message;
+  EXPECT_NE(node.lifecycle_message.find("LifecycleConfig/workers/i-00000000000000002"),
+            std::string::npos);
+  // Results are final: a late Succeeded does not overwrite the failure.
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Succeeded"}}).status, 200);
+  EXPECT_EQ(store_->node("abcdefabcdef", "i-00000000000000002").value().lifecycle_state,
+            ls::kFailed);
+  const std::string stream =
+      "/aws/sagemaker/Clusters/demo/abcdefabcdef LifecycleConfig/workers/i-00000000000000002 ";
+  ASSERT_EQ(logged_.size(), 4u);
+  EXPECT_EQ(logged_[0], stream + "[SageMaker] Downloading lifecycle scripts");
+  EXPECT_EQ(logged_[1], stream + "hello");
+  EXPECT_EQ(logged_.back(), stream + "[SageMaker] The lifecycle scripts failed.");
+  auto events = store_->listEvents("abcdefabcdef", {}).value().items;
+  int lcs_events = 0;
+  for (const auto& e : events) {
+    if (e.description.starts_with("Instance lifecycle script execution for EC2InstanceId "
+                                  "i-00000000000000002 has ")) {
+      ++lcs_events;
+    }
+  }
+  EXPECT_EQ(lcs_events, 2);
+  EXPECT_EQ(changed_.size(), 2u);
+  // Registration after a result does not run the scripts again.
+  json reg = json::parse(call("POST", "/agent/v1/register").body);
+  EXPECT_FALSE(reg["lifecycle"]["run"].get<bool>());
+}
+
+TEST_F(AgentServiceTest, BadRequestsGetClearErrors) {
+  EXPECT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Bogus"}}).status, 400);
+  EXPECT_EQ(call("POST", "/agent/v1/logs", {{"events", "x"}}).status, 400);
+  EXPECT_EQ(call("POST", "/agent/v1/nope").status, 404);
+  http::HttpRequest r;
+  r.method = "POST";
+  r.target = "/agent/v1/logs";
+  r.headers.emplace_back("Authorization",
+                         "HyperfleetNode i-00000000000000002:" + tokens_.tokenFor("i-00000000000000002"));
+  r.body = "{not json";
+  EXPECT_EQ(service_->handle(std::move(r)).status, 400);
+}
+
+}  // namespace
+}  // namespace hf::agentapi
