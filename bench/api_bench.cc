@@ -575,6 +575,8 @@ class ServerProcess {
                                      o.access_key_id,
                                      "--secret-access-key",
                                      o.secret_access_key,
+                                     "--provider",
+                                     "fake",
                                      "--fake-boot-delay-ms",
                                      std::to_string(o.boot_delay_ms),
                                      "--max-instances-per-cluster",

@@ -14,6 +14,9 @@ namespace is = model::instance_status;
 using nlohmann::json;
 using provider::InstanceState;
 
+/// spec_extras key of a node that replaces a failed one under Continuous provisioning.
+constexpr const char* kRetryOf = "RetryOf";
+
 /// Working state of one planning pass: node records as they will be after the plan.
 struct Work {
   const ClusterSnapshot& snap;
@@ -60,7 +63,9 @@ struct Work {
                                   n.instance_type, n.lifecycle};
   }
 
-  void addNode(const model::InstanceGroup& g) {
+  /// Adds a node to group `g`; `retry_of` names the failed instance it replaces
+  /// (Continuous provisioning), which the cluster's status does not wait for.
+  void addNode(const model::InstanceGroup& g, const std::string& retry_of = "") {
     model::Node n;
     n.cluster_id = cluster.id;
     n.instance_id = ids.instanceId();
@@ -73,6 +78,7 @@ struct Work {
     for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {
       if (g.spec.contains(key)) n.spec_extras[key] = g.spec[key];
     }
+    if (!retry_of.empty()) n.spec_extras[kRetryOf] = retry_of;
     plan.launches.push_back(specFor(n));
     nodes.push_back(std::move(n));
     dirty.push_back(true);
@@ -89,6 +95,9 @@ void FailNode(Work& w, size_t i, const std::string& message) {
           json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"FailureMessage", message}}}});
   w.setStatus(i, is::kFailure, message);
 }
+
+/// Whether node `n` is a Continuous-mode retry of a failed instance.
+bool IsRetry(const model::Node& n) { return n.spec_extras.contains(kRetryOf); }
 
 /// Reflects what the provider reports into the node records (passive transitions).
 void Observe(Work& w) {
@@ -188,9 +197,11 @@ void Scale(Work& w) {
   }
   for (const auto& g : w.cluster.groups) {
     std::vector<size_t> live;
+    std::vector<std::string> replaced;
     for (size_t i = 0; i < w.nodes.size(); ++i) {
       if (w.nodes[i].group != g.name || !IsLive(w.nodes[i])) continue;
       if (continuous && w.nodes[i].status == is::kFailure) {
+        replaced.push_back(w.nodes[i].instance_id);
         w.shutDown(i, "replacing a failed instance (Continuous provisioning)");
         continue;
       }
@@ -199,7 +210,10 @@ void Scale(Work& w) {
     const int have = static_cast<int>(live.size());
     if (have < g.target_count) {
       if (!continuous && w.cluster.status == cs::kFailed) continue;
-      for (int k = have; k < g.target_count; ++k) w.addNode(g);
+      for (int k = have; k < g.target_count; ++k) {
+        const size_t r = static_cast<size_t>(k - have);
+        w.addNode(g, r < replaced.size() ? replaced[r] : "");
+      }
     } else if (have > g.target_count) {
       std::stable_sort(live.begin(), live.end(), [&](size_t a, size_t b) {
         int ra = RemovalRank(w.nodes[a]), rb = RemovalRank(w.nodes[b]);
@@ -228,6 +242,16 @@ bool AllGroupsReady(const Work& w) {
       if (n.group == g.name && n.status == is::kRunning) ++running;
     }
     if (running != g.target_count) return false;
+  }
+  return true;
+}
+
+/// Continuous provisioning: every instance's first attempt has ended (Running, or failed and
+/// being retried), so the cluster is usable while retries go on.
+bool FirstAttemptsDone(const Work& w) {
+  if (!w.cluster.groups_deleting.empty()) return false;
+  for (const auto& n : w.nodes) {
+    if (n.status == is::kPending && !IsRetry(n)) return false;
   }
   return true;
 }
@@ -355,7 +379,9 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   const bool in_flight = InFlight(w);
   if (w.cluster.status == cs::kCreating || w.cluster.status == cs::kUpdating ||
       w.cluster.status == cs::kRollingBack) {
-    if (!in_flight && AllGroupsReady(w)) SetClusterStatus(w, cs::kInService);
+    if ((!in_flight && AllGroupsReady(w)) || (continuous && FirstAttemptsDone(w))) {
+      SetClusterStatus(w, cs::kInService);
+    }
   }
   if (w.cluster.status != snapshot.cluster.status ||
       w.cluster.failure_message != snapshot.cluster.failure_message ||

@@ -40,11 +40,11 @@ def wait_until(predicate, timeout=30.0, what="condition", interval=0.05):
 class Server:
     """A control plane process. Use as a context manager or call start()/stop()."""
 
-    def __init__(self, data_dir=None, boot_delay_ms=100, extra_args=()):
+    def __init__(self, data_dir=None, boot_delay_ms=100, extra_args=(), provider="fake"):
         self.own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="hf-e2e-")
         self.boot_delay_ms = boot_delay_ms
-        self.extra_args = list(extra_args)
+        self.extra_args = ["--provider", provider, *extra_args]
         self.proc = None
         self.endpoint = None
         self.port = 0
@@ -56,7 +56,8 @@ class Server:
                  "--access-key-id", ACCESS_KEY, "--secret-access-key", SECRET_KEY,
                  "--fake-boot-delay-ms", str(self.boot_delay_ms), *self.extra_args],
                 stdout=subprocess.PIPE, stderr=log, text=True)
-        deadline = time.monotonic() + 30
+        # The local provider may build its node image on first use (minutes).
+        deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
@@ -67,7 +68,7 @@ class Server:
                 self.endpoint = url
                 self.port = int(url.rsplit(":", 1)[1])
                 return self
-        raise AssertionError("server did not start within 30 s")
+        raise AssertionError("server did not start within 900 s")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

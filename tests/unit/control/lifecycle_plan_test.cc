@@ -105,12 +105,22 @@ TEST(LifecyclePlan, ContinuousModeReplacesANodeWhoseScriptsFailed) {
   f.snap.nodes[0].lifecycle_state = ls::kFailed;
   f.snap.nodes[0].lifecycle_message = "boom";
   f.run();
-  ASSERT_NE(f.cluster(), nullptr);
-  EXPECT_EQ(f.cluster()->status, cs::kCreating);
   ASSERT_EQ(f.plan.terminations.size(), 1u);
   EXPECT_EQ(f.plan.terminations[0], "i-0123456789abcdef0");
   ASSERT_EQ(f.plan.launches.size(), 1u);
   EXPECT_NE(f.plan.launches[0].instance_id, "i-0123456789abcdef0");
+  // The cluster is usable while the retry runs: InService, not Failed, not waiting for it.
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kInService);
+  EXPECT_FALSE(f.plan.settled);
+}
+
+TEST(LifecyclePlan, ContinuousModeWaitsForFirstAttempts) {
+  Fixture f(/*continuous=*/true);
+  f.snap.nodes[0].lifecycle_state = ls::kStarted;
+  f.run();
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kCreating);
 }
 
 TEST(LifecyclePlan, AnAgentThatNeverStartsFailsTheNodeAfterTheTimeout) {
