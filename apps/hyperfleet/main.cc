@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/server_command.h"
 
 int main(int argc, char** argv) {
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     }
   });
 
+  hf::cli::AddLogsCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
