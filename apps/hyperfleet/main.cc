@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/server_command.h"
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     }
   });
 
+  hf::cli::AddImageCommand(app);
   hf::cli::AddLogsCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

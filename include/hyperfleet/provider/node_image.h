@@ -1,0 +1,70 @@
+#pragma once
+// The node image: a Debian bookworm root filesystem that every local node boots from, shared
+// read-only beneath each node's overlay. Built once per host by the recipe in
+// data/node-image/ (debootstrap minbase + packages.txt + the AMI layer), embedded in the
+// binary, and cached by content: <image-dir>/<key>/rootfs where <key> hashes the recipe.
+// Design: docs/nodes.md ("Host layout"); measured recipe: node-image.md §1.2, §5.
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hyperfleet/common/status.h"
+
+namespace hf::provider {
+
+/// Default host-wide image cache, shared by every data dir.
+inline constexpr std::string_view kDefaultImageDir = "/var/lib/hyperfleet/images";
+/// Default Debian mirror for debootstrap and apt during the build.
+inline constexpr std::string_view kDefaultImageMirror = "http://deb.debian.org/debian";
+/// Debian suite of the image; part of the key.
+inline constexpr std::string_view kNodeImageSuite = "bookworm";
+
+/// Where the image cache is and how to build into it.
+struct NodeImageOptions {
+  std::string image_dir;  ///< empty = kDefaultImageDir
+  std::string mirror;     ///< empty = kDefaultImageMirror; not part of the key
+  /// Receives the build's output, one line at a time (without the newline); may be empty.
+  std::function<void(std::string_view)> log;
+};
+
+/// A built image.
+struct NodeImage {
+  std::string key;     ///< 16 lowercase hex
+  std::string rootfs;  ///< absolute path of <image-dir>/<key>/rootfs
+};
+
+/// One recipe file: path relative to data/node-image/ and its bytes.
+using RecipeFile = std::pair<std::string, std::string>;
+
+/// The embedded recipe (data/node-image/*), sorted by path.
+const std::vector<RecipeFile>& NodeImageRecipe();
+
+/// Key of an image built from `files` for `suite`: the first 16 hex of SHA-256 over, for
+/// each file in path order, "<path>\0<size>\0<bytes>", then "suite\0<suite>". Pure; the
+/// order of `files` does not matter.
+std::string NodeImageKeyOf(const std::vector<RecipeFile>& files, std::string_view suite);
+
+/// Key of the embedded recipe for kNodeImageSuite.
+std::string NodeImageKey();
+
+/// The image for the embedded recipe if it is built. Errors: NotFound (saying to run
+/// `hyperfleet image build` or scripts/setup) when <image-dir>/<key>/rootfs is missing.
+StatusOr<NodeImage> FindNodeImage(const NodeImageOptions& options);
+
+/// The image for the embedded recipe, built first when missing. Concurrent callers (threads,
+/// servers, tests) build once: the build holds flock(<image-dir>/.lock), runs in a temporary
+/// <image-dir>/.build-<key>-* and is renamed to <image-dir>/<key> only when complete; stale
+/// temporary dirs from crashed builds are removed under the lock. Older keys are left alone.
+/// Errors: FailedPrecondition when not root or debootstrap is missing (names the package);
+/// Internal naming the failing step (debootstrap, packages, ami-layer, cleanup) with the tail
+/// of the build's log; Internal for filesystem errors.
+StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options);
+
+/// Removes built images under the image dir whose key is not the embedded recipe's and
+/// that no mounted overlay uses as a lower layer (checked in /proc/self/mountinfo), under the
+/// build lock. Returns the removed keys. Errors: Internal for filesystem errors.
+StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& options);
+
+}  // namespace hf::provider

@@ -1,0 +1,65 @@
+// `hyperfleet image`: build or locate the node image.
+#include "hyperfleet/cli/image_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "hyperfleet/provider/node_image.h"
+
+namespace hf::cli {
+namespace {
+
+struct ImageFlags {
+  std::string image_dir;
+  std::string mirror;
+  bool prune = false;
+};
+
+[[noreturn]] void Fail(const char* what, const Status& status) {
+  std::fprintf(stderr, "hyperfleet image %s: %s\n", what, std::string(status.message()).c_str());
+  std::exit(1);
+}
+
+}  // namespace
+
+void AddImageCommand(CLI::App& app) {
+  auto flags = std::make_shared<ImageFlags>();
+  auto* image = app.add_subcommand("image", "The node image local nodes boot from");
+  image->require_subcommand(1);
+  auto dir_help = "Image cache (default " + std::string(provider::kDefaultImageDir) + ")";
+
+  auto* build = image->add_subcommand("build", "Build the node image if missing (root); print its rootfs");
+  build->add_option("--image-dir", flags->image_dir, dir_help);
+  build->add_option("--mirror", flags->mirror,
+                    "Debian mirror for the build (default " +
+                        std::string(provider::kDefaultImageMirror) + ")");
+  build->add_flag("--prune", flags->prune, "Also remove images of other recipes no node mounts");
+  build->callback([flags] {
+    provider::NodeImageOptions options{flags->image_dir, flags->mirror,
+                                       [](std::string_view line) {
+                                         std::fprintf(stderr, "%.*s\n",
+                                                      static_cast<int>(line.size()), line.data());
+                                       }};
+    auto image = provider::EnsureNodeImage(options);
+    if (!image.ok()) Fail("build", image.status());
+    if (flags->prune) {
+      auto removed = provider::PruneNodeImages(options);
+      if (!removed.ok()) Fail("build --prune", removed.status());
+    }
+    std::printf("%s\n", image->rootfs.c_str());
+  });
+
+  auto* path = image->add_subcommand("path", "Print the node image's rootfs; fail if not built");
+  path->add_option("--image-dir", flags->image_dir, dir_help);
+  path->callback([flags] {
+    auto image = provider::FindNodeImage({flags->image_dir, "", nullptr});
+    if (!image.ok()) Fail("path", image.status());
+    std::printf("%s\n", image->rootfs.c_str());
+  });
+}
+
+}  // namespace hf::cli
