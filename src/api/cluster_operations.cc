@@ -182,6 +182,7 @@ const std::map<std::string, Handler, std::less<>>& Handlers() {
       {"ListClusterNodes", &ClusterOperations::listClusterNodes},
       {"DescribeClusterNode", &ClusterOperations::describeClusterNode},
       {"BatchDeleteClusterNodes", &ClusterOperations::batchDeleteClusterNodes},
+      {"BatchAddClusterNodes", &ClusterOperations::batchAddClusterNodes},
       {"ListClusterEvents", &ClusterOperations::listClusterEvents},
       {"DescribeClusterEvent", &ClusterOperations::describeClusterEvent},
       {"AddTags", &ClusterOperations::addTags},
@@ -669,6 +670,80 @@ StatusOr<nlohmann::json> ClusterOperations::batchDeleteClusterNodes(const Json& 
     if (!ok_logical.empty()) out["SuccessfulNodeLogicalIds"] = ok_logical;
     if (!failed_logical.empty()) out["FailedNodeLogicalIds"] = failed_logical;
     return out;
+  });
+}
+
+// BatchAddClusterNodes: raises groups' target counts and records the new nodes at once (so
+// their NodeLogicalIds can be returned); the controller launches them. HyperPod offers it only
+// with NodeProvisioningMode Continuous.
+StatusOr<nlohmann::json> ClusterOperations::batchAddClusterNodes(const Json& in) {
+  const Json specs = in.value("NodesToAdd", Json::array());
+  return mutateCluster(Str(in, "ClusterName"), [&](model::Cluster& c,
+                                                   store::WriteBatch& batch) -> StatusOr<Json> {
+    if (!c.continuous()) {
+      return RuleViolation(absl::StrCat(
+          "BatchAddClusterNodes requires NodeProvisioningMode Continuous; cluster ", c.name,
+          " uses the default provisioning mode. Use UpdateCluster to change InstanceCount."));
+    }
+    Json ok = Json::array(), failed = Json::array();
+    int added_total = 0;
+    for (const auto& spec : specs) {
+      const std::string name = Str(spec, "InstanceGroupName");
+      const int increment = spec.value("IncrementTargetCountBy", 0);
+      model::InstanceGroup* g = nullptr;
+      for (auto& candidate : c.groups) {
+        if (candidate.name == name) g = &candidate;
+      }
+      auto fail = [&](const char* code, std::string message) {
+        failed.push_back({{"InstanceGroupName", name}, {"ErrorCode", code},
+                          {"FailedCount", increment}, {"Message", std::move(message)}});
+      };
+      if (!g || std::count(c.groups_deleting.begin(), c.groups_deleting.end(), name)) {
+        fail("InstanceGroupNotFound",
+             absl::StrCat("Instance group ", name, " not found in cluster ", c.name, "."));
+        continue;
+      }
+      if (c.status == cs::kDeleting || c.status == cs::kFailed) {
+        fail("InvalidInstanceGroupStatus",
+             absl::StrCat("Cluster ", c.name, " is ", c.status, "; nodes cannot be added."));
+        continue;
+      }
+      if (TotalInstances(c.groups) + increment > config_.max_instances_per_cluster) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "Adding ", increment, " instances to ", c.name, " would exceed the limit of ",
+            config_.max_instances_per_cluster, " instances per cluster."));
+      }
+      const int before = g->target_count;
+      g->target_count += increment;
+      g->spec["InstanceCount"] = g->target_count;
+      for (int k = 0; k < increment; ++k) {
+        model::Node n;
+        n.cluster_id = c.id;
+        n.instance_id = ids_.instanceId();
+        n.logical_id = absl::StrCat(g->name, "-", ids_.logicalIdSuffix());
+        n.group = g->name;
+        n.instance_type = g->instance_type;
+        n.status = is::kPending;
+        n.launch_time = clock_.now();
+        n.lifecycle = g->spec.value("LifeCycleConfig", Json());
+        for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {
+          if (g->spec.contains(key)) n.spec_extras[key] = g->spec[key];
+        }
+        ok.push_back({{"NodeLogicalId", n.logical_id}, {"InstanceGroupName", g->name},
+                      {"Status", is::kPending}});
+        batch.nodes.push_back({std::move(n), store::kMustNotExist, false});
+      }
+      added_total += increment;
+      auto e = event(c, "InstanceGroup", "Info",
+                     absl::StrCat("Adding ", increment, " nodes to instance group ", g->name,
+                                  " (", before, " to ", g->target_count, ")"),
+                     g->name);
+      e.metadata = {{"InstanceGroupScaling",
+                     {{"InstanceCount", before}, {"TargetCount", g->target_count}}}};
+      batch.events.push_back(std::move(e));
+    }
+    if (added_total > 0) batch.clusters.push_back({c, c.revision, false});
+    return Json{{"Successful", ok}, {"Failed", failed}};
   });
 }
 

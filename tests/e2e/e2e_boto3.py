@@ -69,6 +69,39 @@ class Boto3Test(unittest.TestCase):
         self.assertTrue(ctx.exception.response["ResponseMetadata"]["RequestId"])
         return err["Message"]
 
+    def test_batch_add_cluster_nodes(self):
+        # Only Continuous provisioning offers it; the default mode gets a clear error.
+        with self.assertRaises(self.sm.exceptions.ClientError) as ctx:
+            self.sm.batch_add_cluster_nodes(ClusterName="b3-main", NodesToAdd=[
+                {"InstanceGroupName": "workers", "IncrementTargetCountBy": 1}])
+        self.assertIn("NodeProvisioningMode Continuous", self.assertCode(ctx, "ValidationException"))
+        name = "b3-continuous"
+        self.sm.create_cluster(**harness.cluster_spec(
+            name, [CONTROLLER, ("workers", "ml.c5.4xlarge", 1)],
+            NodeProvisioningMode="Continuous"))
+        self.wait_status(name)
+        out = self.sm.batch_add_cluster_nodes(ClusterName=name, NodesToAdd=[
+            {"InstanceGroupName": "workers", "IncrementTargetCountBy": 2},
+            {"InstanceGroupName": "nope", "IncrementTargetCountBy": 1}])
+        self.assertEqual(len(out["Successful"]), 2)
+        self.assertTrue(all(r["InstanceGroupName"] == "workers" and r["Status"] == "Pending"
+                            for r in out["Successful"]))
+        self.assertEqual([(f["InstanceGroupName"], f["ErrorCode"], f["FailedCount"])
+                          for f in out["Failed"]], [("nope", "InstanceGroupNotFound", 1)])
+        logical = {r["NodeLogicalId"] for r in out["Successful"]}
+
+        def added_running():
+            nodes = self.sm.list_cluster_nodes(ClusterName=name)["ClusterNodeSummaries"]
+            by_logical = {self.sm.describe_cluster_node(
+                ClusterName=name, NodeId=n["InstanceId"])["NodeDetails"]["NodeLogicalId"]: n
+                for n in nodes}
+            return logical <= set(by_logical) and all(
+                by_logical[l]["InstanceStatus"]["Status"] == "Running" for l in logical)
+        harness.wait_until(added_running, timeout=60, what="added nodes running")
+        self.assertEqual(group(self.sm.describe_cluster(ClusterName=name),
+                               "workers")["TargetCount"], 3)
+        self.sm.delete_cluster(ClusterName=name)
+
     def test_describe_and_list_clusters(self):
         d = self.sm.describe_cluster(ClusterName="b3-main")
         self.assertEqual(d["ClusterArn"], self.arns["b3-main"])

@@ -51,6 +51,7 @@ class ClusterOperations {
   StatusOr<Json> listClusterNodes(const Json& in);
   StatusOr<Json> describeClusterNode(const Json& in);
   StatusOr<Json> batchDeleteClusterNodes(const Json& in);
+  StatusOr<Json> batchAddClusterNodes(const Json& in);
   StatusOr<Json> listClusterEvents(const Json& in);
   StatusOr<Json> describeClusterEvent(const Json& in);
   StatusOr<Json> addTags(const Json& in);
