@@ -1,0 +1,152 @@
+#pragma once
+// The node agent (`hyperfleet agent`, hyperfleet-agent.service inside every node). It
+// registers with the control plane's agent endpoint, lays out the node contract files,
+// downloads and runs the lifecycle scripts as HyperPod does, streams their output, reports
+// the result and then heartbeats. Protocol: docs/nodes.md "Agent protocol"; behaviour:
+// node-contract.md §a.1 (bring-up), §a.6 (who runs the script), §a.7 (results).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/status.h"
+
+namespace hf::agent {
+
+class LogShipper;
+
+/// Configuration and tunables of one agent.
+struct AgentOptions {
+  std::string url;          ///< HF_AGENT_URL, e.g. "http://10.224.4.1:9081"
+  std::string instance_id;  ///< HF_INSTANCE_ID, e.g. "i-0123456789abcdef0"
+  std::string token;        ///< HF_AGENT_TOKEN (hex HMAC, see docs/nodes.md)
+  /// Prefix of every node file the agent reads or writes ("/" on a node; a temp dir in
+  /// tests). The script's SAGEMAKER_RESOURCE_CONFIG_PATH carries the prefix too.
+  std::string root = "/";
+  /// Return from Run() once the lifecycle scripts finished and were reported (tests).
+  bool once = false;
+  /// Boot id sent on registration; empty: /proc/sys/kernel/random/boot_id.
+  std::string boot_id;
+
+  /// Retry delays while the control plane is unreachable (capped exponential backoff).
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{5000};
+  /// SIGTERM → SIGKILL delay when a script times out.
+  std::chrono::milliseconds kill_grace{5000};
+  /// Log batching (see LogShipperOptions): at most this old / this large before sending.
+  std::chrono::milliseconds log_flush_interval{250};
+  std::size_t log_flush_bytes = 64 * 1024;
+  std::size_t max_log_line_bytes = 16 * 1024;
+  /// Bound of one HTTP exchange, seconds.
+  int request_timeout_seconds = 30;
+  /// How long bundle listing and downloads keep retrying transient failures (5xx,
+  /// unreachable) before the node fails with reason "download".
+  std::chrono::milliseconds download_retry_limit{std::chrono::minutes(5)};
+};
+
+/// Parses an env file: KEY=VALUE lines; blank lines and lines starting with '#' are
+/// skipped; a value in matching single or double quotes loses them; "export " before a key
+/// is allowed. Errors: InvalidArgument naming the first line without '='.
+StatusOr<std::map<std::string, std::string>> ParseEnvFile(std::string_view text);
+
+/// Reads `path` (e.g. /etc/hyperfleet/agent.env) into `options`: HF_AGENT_URL,
+/// HF_INSTANCE_ID and HF_AGENT_TOKEN (all required; other keys are ignored).
+/// Errors: NotFound when the file cannot be read, InvalidArgument for a malformed file or
+/// a missing key (named).
+Status LoadAgentEnv(const std::string& path, AgentOptions* options);
+
+/// `path` (absolute, as on the node) under `root`: NodePath("/tmp/x", "/opt/ml") is
+/// "/tmp/x/opt/ml"; with root "/" it is `path` itself.
+std::string NodePath(const std::string& root, std::string_view path);
+
+/// One file the control plane wants on the node.
+struct NodeFile {
+  std::string path;     ///< absolute path on the node
+  uint32_t mode = 0600;  ///< permission bits
+  std::string content;
+};
+
+/// The `lifecycle` member of the register response.
+struct LifecycleSpec {
+  bool run = false;
+  std::string source_s3_uri;     ///< for messages, e.g. "s3://bucket/prefix/"
+  std::string on_create;         ///< relative to the bundle, e.g. "on_create.sh"
+  std::string on_init_complete;  ///< may be empty
+  std::string directory;         ///< "/tmp/<bucket>/<prefix>/" on the node
+  int64_t timeout_seconds = 3600;
+};
+
+/// The register response.
+struct Registration {
+  std::string cluster_id, cluster_name, group, instance_id;
+  int heartbeat_seconds = 10;
+  int64_t files_revision = 0;  ///< absent in the response: 0
+  std::vector<NodeFile> files;
+  LifecycleSpec lifecycle;
+};
+
+/// A lifecycle report (POST /agent/v1/lifecycle). `reason`/`exit_code` only on "Failed"
+/// ("exit", "timeout", "missing", "crlf", "download", "unsafe-key", "empty").
+struct LifecycleReport {
+  std::string state;  ///< "Started", "Succeeded" or "Failed"
+  std::string script;
+  std::string reason;
+  std::optional<int> exit_code;
+  std::string message;
+};
+
+/// Parses a register response body. Errors: InvalidArgument for malformed JSON or a
+/// member of the wrong type.
+StatusOr<Registration> ParseRegistration(std::string_view body);
+/// Parses a `files` array ([{"path","mode","content"}]; mode a number or an octal string).
+StatusOr<std::vector<NodeFile>> ParseNodeFiles(std::string_view files_json);
+
+/// Writes each file under `root` with its mode, creating parent directories (0755), by
+/// write-to-temp and rename. Errors: InvalidArgument for a path that is not absolute or
+/// has a ".." segment (nothing written for it), Internal naming the path and errno text.
+/// Every file is attempted; the first error is returned.
+Status WriteNodeFiles(const std::string& root, const std::vector<NodeFile>& files);
+
+/// Whether a bundle key may be written below the bundle directory: relative, non-empty,
+/// no ".." segment, no NUL (the path-traversal rule).
+bool IsSafeBundleKey(std::string_view key);
+
+/// The agent. Run() blocks; Stop() may be called from any thread (e.g. a signal thread).
+class Agent {
+ public:
+  explicit Agent(AgentOptions options, const Clock* clock = nullptr);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  /// Registers (retrying until it succeeds or Stop()), writes the node files, creates
+  /// /opt/sagemaker_cluster, runs the lifecycle scripts when the control plane asks and no
+  /// result is recorded in /var/lib/hyperfleet-agent/lifecycle.json, reports the result
+  /// (retrying until acknowledged), then heartbeats until Stop() (or returns, with
+  /// `once`). Errors: Cancelled when stopped before finishing (only with `once`);
+  /// Internal when the node's files cannot be written.
+  Status Run();
+  /// Asks Run() to return soon; a running script is killed (its result is not reported,
+  /// and the next agent reports it as interrupted).
+  void Stop();
+
+ private:
+  struct Impl;
+  bool SleepFor(std::chrono::milliseconds d);  // false when stopped
+  void HeartbeatLoop(int heartbeat_seconds, int64_t files_revision);
+
+  AgentOptions options_;
+  const Clock* clock_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  LogShipper* shipper_ = nullptr;  ///< the running script's, so that Stop() can abandon it
+  std::condition_variable cv_;
+};
+
+}  // namespace hf::agent

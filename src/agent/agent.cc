@@ -1,0 +1,773 @@
+#include "hyperfleet/agent/agent.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "hyperfleet/agent/log_shipper.h"
+#include "hyperfleet/agent/script_runner.h"
+#include "hyperfleet/http/http_client.h"
+
+namespace hf::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// Where the agent keeps its own state on the node; /var/lib survives reboots (the node's
+// writable layer is kept), so a reboot does not run the scripts again either (HyperPod:
+// reboot → no re-run, node-contract.md §a.1).
+constexpr std::string_view kStatePath = "/var/lib/hyperfleet-agent/lifecycle.json";
+constexpr std::string_view kNodeLogPath = "/var/log/provision/hyperfleet-lifecycle.log";
+constexpr std::string_view kResourceConfigPath = "/opt/ml/config/resource_config.json";
+constexpr std::string_view kLogStream = "LifecycleConfig";
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::string ErrnoText(int e) { return std::strerror(e); }
+
+// Makes `dir` and its parents with mode 0755 (mkdir -p).
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError("cannot create directory " + dir + ": " + ec.message());
+  return absl::OkStatus();
+}
+
+// Replaces `path` atomically with `content` at `mode`.
+Status WriteFileAtomically(const std::string& path, std::string_view content, uint32_t mode) {
+  HF_RETURN_IF_ERROR(MakeDirs(fs::path(path).parent_path().string()));
+  const std::string tmp = path + ".hf-tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError("cannot write " + path + ": " + ErrnoText(errno));
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::InternalError("cannot write " + path + ": " + ErrnoText(e));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  // fchmod, not the open mode: the umask must not change what the control plane asked for.
+  if (fchmod(fd, mode & 07777) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+    const int e = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError("cannot write " + path + ": " + ErrnoText(e));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError("cannot rename " + tmp + ": " + ErrnoText(e));
+  }
+  return absl::OkStatus();
+}
+
+bool HasDotDotSegment(std::string_view path) {
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (path.substr(start, end - start) == "..") return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::string UrlEncode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string ReadBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(Trim(id));
+}
+
+json ReportJson(const LifecycleReport& report) {
+  json j = {{"state", report.state}, {"script", report.script}};
+  if (!report.reason.empty()) j["reason"] = report.reason;
+  if (report.exit_code) j["exit_code"] = *report.exit_code;
+  if (!report.message.empty()) j["message"] = report.message;
+  return j;
+}
+
+LifecycleReport ReportFromJson(const json& j) {
+  LifecycleReport r;
+  r.state = j.value("state", "");
+  r.script = j.value("script", "");
+  r.reason = j.value("reason", "");
+  if (j.contains("exit_code") && j["exit_code"].is_number_integer()) {
+    r.exit_code = j["exit_code"].get<int>();
+  }
+  r.message = j.value("message", "");
+  return r;
+}
+
+std::string BodyError(const http::HttpResponse& response) {
+  const json j = json::parse(response.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+    return j["error"].get<std::string>();
+  }
+  return "HTTP " + std::to_string(response.status);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Configuration and node files
+
+StatusOr<std::map<std::string, std::string>> ParseEnvFile(std::string_view text) {
+  std::map<std::string, std::string> values;
+  int line_number = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = Trim(text.substr(start, end - start));
+    start = end + 1;
+    ++line_number;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.substr(0, 7) == "export ") line = Trim(line.substr(7));
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError("line " + std::to_string(line_number) +
+                                        " is not KEY=VALUE");
+    }
+    std::string_view value = Trim(line.substr(eq + 1));
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    values[std::string(Trim(line.substr(0, eq)))] = std::string(value);
+  }
+  return values;
+}
+
+Status LoadAgentEnv(const std::string& path, AgentOptions* options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot read " + path + ": " + ErrnoText(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto values = ParseEnvFile(buffer.str());
+  if (!values.ok()) {
+    return absl::InvalidArgumentError(path + ": " + std::string(values.status().message()));
+  }
+  auto take = [&](const char* key, std::string* out) -> Status {
+    auto it = values->find(key);
+    if (it == values->end() || it->second.empty()) {
+      return absl::InvalidArgumentError(path + ": " + key + " is missing");
+    }
+    *out = it->second;
+    return absl::OkStatus();
+  };
+  HF_RETURN_IF_ERROR(take("HF_AGENT_URL", &options->url));
+  HF_RETURN_IF_ERROR(take("HF_INSTANCE_ID", &options->instance_id));
+  HF_RETURN_IF_ERROR(take("HF_AGENT_TOKEN", &options->token));
+  return absl::OkStatus();
+}
+
+std::string NodePath(const std::string& root, std::string_view path) {
+  std::string base = root;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  if (path.empty() || path.front() != '/') base += '/';
+  return base + std::string(path);
+}
+
+bool IsSafeBundleKey(std::string_view key) {
+  if (key.empty() || key.front() == '/') return false;
+  if (key.find('\0') != std::string_view::npos) return false;
+  return !HasDotDotSegment(key);
+}
+
+StatusOr<std::vector<NodeFile>> ParseNodeFiles(std::string_view files_json) {
+  const json j = json::parse(files_json, nullptr, false);
+  if (!j.is_array()) return absl::InvalidArgumentError("files is not an array");
+  std::vector<NodeFile> files;
+  for (const auto& f : j) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string()) {
+      return absl::InvalidArgumentError("a file has no path");
+    }
+    NodeFile file;
+    file.path = f["path"].get<std::string>();
+    if (f.contains("mode")) {
+      const auto& m = f["mode"];
+      if (m.is_number_unsigned() || m.is_number_integer()) {
+        file.mode = m.get<uint32_t>();
+      } else if (m.is_string()) {
+        try {
+          file.mode = static_cast<uint32_t>(std::stoul(m.get<std::string>(), nullptr, 8));
+        } catch (...) {
+          return absl::InvalidArgumentError("bad mode for " + file.path);
+        }
+      } else {
+        return absl::InvalidArgumentError("bad mode for " + file.path);
+      }
+    }
+    if (f.contains("content")) {
+      if (!f["content"].is_string()) {
+        return absl::InvalidArgumentError("content of " + file.path + " is not a string");
+      }
+      file.content = f["content"].get<std::string>();
+    }
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+StatusOr<Registration> ParseRegistration(std::string_view body) {
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_object()) return absl::InvalidArgumentError("register response is not an object");
+  Registration r;
+  try {
+    r.cluster_id = j.value("cluster_id", "");
+    r.cluster_name = j.value("cluster_name", "");
+    r.group = j.value("group", "");
+    r.instance_id = j.value("instance_id", "");
+    r.heartbeat_seconds = j.value("heartbeat_seconds", 10);
+    r.files_revision = j.value("files_revision", int64_t{0});
+    if (j.contains("files")) {
+      HF_ASSIGN_OR_RETURN(r.files, ParseNodeFiles(j["files"].dump()));
+    }
+    if (j.contains("lifecycle") && j["lifecycle"].is_object()) {
+      const json& l = j["lifecycle"];
+      r.lifecycle.run = l.value("run", false);
+      r.lifecycle.source_s3_uri = l.value("source_s3_uri", "");
+      r.lifecycle.on_create = l.value("on_create", "");
+      r.lifecycle.on_init_complete = l.value("on_init_complete", "");
+      r.lifecycle.directory = l.value("directory", "");
+      r.lifecycle.timeout_seconds = l.value("timeout_seconds", int64_t{3600});
+    }
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(std::string("register response: ") + e.what());
+  }
+  return r;
+}
+
+Status WriteNodeFiles(const std::string& root, const std::vector<NodeFile>& files) {
+  Status first = absl::OkStatus();
+  for (const auto& file : files) {
+    Status status;
+    if (file.path.empty() || file.path.front() != '/' || HasDotDotSegment(file.path)) {
+      status = absl::InvalidArgumentError("refusing node file path " + file.path);
+    } else {
+      status = WriteFileAtomically(NodePath(root, file.path), file.content, file.mode);
+    }
+    if (!status.ok()) {
+      spdlog::error("{}", std::string(status.message()));
+      if (first.ok()) first = status;
+    } else {
+      spdlog::debug("wrote {} ({:o})", file.path, file.mode);
+    }
+  }
+  return first;
+}
+
+// ---------------------------------------------------------------------------------------
+// The agent
+
+// One exchange with the control plane, with the node's credentials.
+class ControlPlane {
+ public:
+  ControlPlane(const AgentOptions& options)
+      : options_(options),
+        authorization_("HyperfleetNode " + options.instance_id + ":" + options.token) {}
+
+  StatusOr<http::HttpResponse> Send(const std::string& method, const std::string& target,
+                                    const std::string& body) {
+    http::HttpRequest request;
+    request.method = method;
+    request.target = target;
+    request.headers.push_back({"Authorization", authorization_});
+    if (method == "POST") request.headers.push_back({"Content-Type", "application/json"});
+    request.body = body;
+    return client_.Send(options_.url, request, options_.request_timeout_seconds);
+  }
+
+  // POST with a JSON body; OK only for a 2xx response.
+  StatusOr<json> PostJson(const std::string& target, const json& body) {
+    HF_ASSIGN_OR_RETURN(auto response, Send("POST", target, body.dump()));
+    if (response.status / 100 != 2) {
+      return absl::UnavailableError("POST " + target + ": " + BodyError(response));
+    }
+    json j = json::parse(response.body, nullptr, false);
+    if (j.is_discarded()) j = json::object();
+    return j;
+  }
+
+ private:
+  const AgentOptions& options_;
+  const std::string authorization_;
+  http::HttpClient client_;
+};
+
+struct Agent::Impl {
+  Agent& agent;
+  ControlPlane cp;
+  std::ofstream node_log;
+
+  // Failed report with `reason`.
+  static LifecycleReport Failed(std::string script, std::string reason, std::string message,
+                                std::optional<int> exit_code = std::nullopt) {
+    return LifecycleReport{"Failed", std::move(script), std::move(reason), exit_code,
+                           std::move(message)};
+  }
+
+  const AgentOptions& opt() const { return agent.options_; }
+
+  // Retries a report until the control plane acknowledges it; false when stopped.
+  bool SendReport(const LifecycleReport& report) {
+    auto delay = opt().backoff_initial;
+    for (;;) {
+      auto result = cp.PostJson("/agent/v1/lifecycle", ReportJson(report));
+      if (result.ok()) {
+        spdlog::info("reported lifecycle {} {} {}", report.state, report.script, report.message);
+        return true;
+      }
+      spdlog::warn("lifecycle report {} not acknowledged ({}); retrying",
+                   report.state, std::string(result.status().message()));
+      if (!agent.SleepFor(delay)) return false;
+      delay = std::min(delay * 2, opt().backoff_max);
+    }
+  }
+
+  // GET with retries of transient failures (transport errors, 5xx) for up to
+  // download_retry_limit. A 4xx comes back as the response.
+  StatusOr<http::HttpResponse> GetWithRetry(const std::string& target) {
+    const auto give_up = std::chrono::steady_clock::now() + opt().download_retry_limit;
+    auto delay = opt().backoff_initial;
+    for (;;) {
+      auto response = cp.Send("GET", target, "");
+      if (response.ok() && response->status < 500) return response;
+      const std::string why = response.ok() ? BodyError(*response)
+                                            : std::string(response.status().message());
+      if (std::chrono::steady_clock::now() >= give_up) {
+        return absl::UnavailableError(why);
+      }
+      spdlog::warn("GET {} failed ({}); retrying", target, why);
+      if (!agent.SleepFor(delay)) return absl::CancelledError("stopped");
+      delay = std::min(delay * 2, opt().backoff_max);
+    }
+  }
+
+  // State record (kStatePath).
+  std::optional<json> ReadRecord() {
+    std::ifstream in(NodePath(opt().root, kStatePath));
+    if (!in) return std::nullopt;
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    json j = json::parse(buffer.str(), nullptr, false);
+    if (!j.is_object()) return std::nullopt;
+    return j;
+  }
+  void WriteRecord(const json& record) {
+    const Status status =
+        WriteFileAtomically(NodePath(opt().root, kStatePath), record.dump(2) + "\n", 0600);
+    if (!status.ok()) spdlog::error("{}", std::string(status.message()));
+  }
+
+  // Records the final result, reports it until acknowledged, and records the ack.
+  bool Finish(const LifecycleReport& report) {
+    json record = {{"phase", "finished"}, {"report", ReportJson(report)}, {"acknowledged", false}};
+    WriteRecord(record);
+    AppendNodeLog(report.state == "Succeeded" ? "[hyperfleet] The lifecycle scripts succeeded."
+                                              : "[hyperfleet] The lifecycle scripts failed: " +
+                                                    report.message);
+    if (!SendReport(report)) return false;
+    record["acknowledged"] = true;
+    WriteRecord(record);
+    return true;
+  }
+
+  void AppendNodeLog(const std::string& line) {
+    if (!node_log.is_open()) {
+      const std::string path = NodePath(opt().root, kNodeLogPath);
+      (void)MakeDirs(fs::path(path).parent_path().string());
+      node_log.open(path, std::ios::app | std::ios::binary);
+      if (!node_log) spdlog::warn("cannot append to {}", path);
+    }
+    if (node_log) {
+      node_log << line << '\n';
+      node_log.flush();
+    }
+  }
+
+  // Lists and downloads the bundle into `dir`. Returns a Failed report on failure.
+  std::optional<LifecycleReport> DownloadBundle(const LifecycleSpec& spec,
+                                                const std::string& dir) {
+    const std::string& uri = spec.source_s3_uri;
+    auto listing = GetWithRetry("/agent/v1/bundle");
+    if (!listing.ok()) {
+      if (listing.status().code() == absl::StatusCode::kCancelled) return std::nullopt;
+      return Failed(spec.on_create, "download",
+                    "Could not list the lifecycle scripts at " + uri + ": " +
+                        std::string(listing.status().message()));
+    }
+    const json j = json::parse(listing->body, nullptr, false);
+    if (listing->status / 100 != 2) {
+      // The control plane may name the reason itself (e.g. "empty", "unsafe-key").
+      std::string reason = "download";
+      if (j.is_object() && j.contains("reason") && j["reason"].is_string()) {
+        reason = j["reason"].get<std::string>();
+      }
+      return Failed(spec.on_create, reason,
+                    "Could not list the lifecycle scripts at " + uri + ": " +
+                        BodyError(*listing));
+    }
+    if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) {
+      return Failed(spec.on_create, "download",
+                    "Could not list the lifecycle scripts at " + uri +
+                        ": malformed listing from the control plane");
+    }
+    std::vector<std::string> keys;
+    for (const auto& f : j["files"]) {
+      if (!f.is_object() || !f.contains("key") || !f["key"].is_string()) continue;
+      keys.push_back(f["key"].get<std::string>());
+    }
+    // Every key is checked before anything is written (path traversal).
+    for (const auto& key : keys) {
+      if (!IsSafeBundleKey(key)) {
+        return Failed(spec.on_create, "unsafe-key",
+                      "Lifecycle script bundle " + uri + " has an unsafe key \"" + key +
+                          "\": keys must be relative paths without \"..\" segments");
+      }
+    }
+    if (keys.empty()) {
+      return Failed(spec.on_create, "empty",
+                    "No lifecycle scripts found at " + uri + ": the prefix is empty");
+    }
+    AppendNodeLog("[hyperfleet] Downloading lifecycle scripts from " + uri);
+    for (const auto& key : keys) {
+      const std::string target = dir + "/" + key;
+      if (key.back() == '/') {  // a "folder" placeholder object
+        if (Status s = MakeDirs(target); !s.ok()) {
+          return Failed(spec.on_create, "download", std::string(s.message()));
+        }
+        continue;
+      }
+      auto file = GetWithRetry("/agent/v1/bundle/file?key=" + UrlEncode(key));
+      if (!file.ok()) {
+        if (file.status().code() == absl::StatusCode::kCancelled) return std::nullopt;
+        return Failed(spec.on_create, "download",
+                      "Could not download " + uri + key + ": " +
+                          std::string(file.status().message()));
+      }
+      if (file->status / 100 != 2) {
+        return Failed(spec.on_create, "download",
+                      "Could not download " + uri + key + ": " + BodyError(*file));
+      }
+      if (Status s = WriteFileAtomically(target, file->body, 0644); !s.ok()) {
+        return Failed(spec.on_create, "download",
+                      "Could not save " + uri + key + ": " + std::string(s.message()));
+      }
+    }
+    spdlog::info("downloaded {} lifecycle files from {} into {}", keys.size(), uri, dir);
+    return std::nullopt;
+  }
+
+  // Runs one script from the bundle; nullopt on success, else a Failed report.
+  // `stopped` is set when the agent was stopped meanwhile.
+  std::optional<LifecycleReport> RunOne(const LifecycleSpec& spec, const std::string& dir,
+                                        const std::string& script, bool* stopped) {
+    const std::string uri = spec.source_s3_uri;
+    const std::string path = dir + "/" + script;
+    if (!IsSafeBundleKey(script)) {
+      return Failed(script, "unsafe-key", "Lifecycle script name \"" + script + "\" is unsafe");
+    }
+    std::ifstream in(path, std::ios::binary);
+    struct stat st;
+    if (!in || stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return Failed(script, "missing",
+                    "Lifecycle script " + script + " was not found in " + uri +
+                        ". Ensure the script exists in the provided S3 path.");
+    }
+    std::stringstream content;
+    content << in.rdbuf();
+    if (content.str().find("\r\n") != std::string::npos) {
+      return Failed(script, "crlf",
+                    "Lifecycle script " + script +
+                        " has Windows (CRLF) line endings; lifecycle scripts must use LF "
+                        "line endings");
+    }
+    // S3 keeps no mode bits: the script is made executable, as HyperPod does.
+    chmod(path.c_str(), (st.st_mode & 07777) | 0755);
+
+    ScriptSpec run;
+    run.path = path;
+    run.working_directory = dir;
+    run.environment = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        "LANG=C.UTF-8",
+        "SAGEMAKER_RESOURCE_CONFIG_PATH=" + NodePath(opt().root, kResourceConfigPath),
+    };
+    run.timeout = std::chrono::seconds(spec.timeout_seconds);
+    run.kill_grace = opt().kill_grace;
+    run.max_line_bytes = opt().max_log_line_bytes;
+
+    LogShipperOptions shipping;
+    shipping.flush_interval = opt().log_flush_interval;
+    shipping.flush_bytes = opt().log_flush_bytes;
+    shipping.retry_initial = opt().backoff_initial;
+    shipping.retry_max = opt().backoff_max;
+    auto log_client = std::make_shared<ControlPlane>(opt());
+    LogShipper shipper(shipping, [log_client](const std::vector<LogEvent>& events) {
+      json body = {{"stream", kLogStream}, {"events", json::array()}};
+      for (const auto& e : events) {
+        body["events"].push_back({{"timestamp", e.timestamp_ms}, {"message", e.message}});
+      }
+      auto result = log_client->PostJson("/agent/v1/logs", body);
+      if (!result.ok()) {
+        spdlog::warn("log batch not acknowledged ({}); retrying",
+                     std::string(result.status().message()));
+      }
+      return result.ok();
+    });
+
+    {
+      std::lock_guard<std::mutex> lock(agent.mu_);
+      if (agent.stop_) shipper.Abandon();
+      agent.shipper_ = &shipper;
+    }
+    struct Unregister {
+      Agent& agent;
+      ~Unregister() {
+        std::lock_guard<std::mutex> lock(agent.mu_);
+        agent.shipper_ = nullptr;
+      }
+    } unregister{agent};
+
+    spdlog::info("running lifecycle script {} in {}", script, dir);
+    AppendNodeLog("[hyperfleet] Running " + script);
+    const ScriptOutcome outcome = RunScript(
+        run, *agent.clock_,
+        [&](OutputLine line) {
+          AppendNodeLog(line.text);
+          const int64_t ms = std::chrono::duration_cast<milliseconds>(
+                                 line.time.time_since_epoch())
+                                 .count();
+          shipper.Add(LogEvent{ms, std::move(line.text)});
+        },
+        &agent.stop_);
+    // All output reaches the control plane before the result does.
+    if (outcome.kind == ScriptOutcome::Kind::kStopped || !shipper.Close()) {
+      shipper.Abandon();
+      *stopped = true;
+      return std::nullopt;
+    }
+    switch (outcome.kind) {
+      case ScriptOutcome::Kind::kExited:
+        if (outcome.exit_code == 0) return std::nullopt;
+        return Failed(script, "exit",
+                      "Lifecycle script " + script + " exited with status " +
+                          std::to_string(outcome.exit_code),
+                      outcome.exit_code);
+      case ScriptOutcome::Kind::kSignaled:
+        return Failed(script, "exit",
+                      "Lifecycle script " + script + " was killed by signal " +
+                          std::to_string(outcome.signal) + " (" + SignalName(outcome.signal) +
+                          ")",
+                      outcome.exit_code);
+      case ScriptOutcome::Kind::kTimedOut:
+        return Failed(script, "timeout",
+                      "Lifecycle scripts execution timed out after " +
+                          std::to_string(spec.timeout_seconds) + " seconds",
+                      outcome.exit_code);
+      case ScriptOutcome::Kind::kSpawnFailed: {
+        const int code = outcome.spawn_errno == ENOENT ? 127 : 126;
+        std::string why = ErrnoText(outcome.spawn_errno);
+        if (outcome.spawn_errno == ENOEXEC) why += " (does it start with a #! line?)";
+        if (outcome.spawn_errno == ENOENT) why += " (is its #! interpreter installed?)";
+        return Failed(script, "exit",
+                      "Lifecycle script " + script + " could not be executed: " + why, code);
+      }
+      case ScriptOutcome::Kind::kStopped:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  // The whole lifecycle: false when stopped before the result was acknowledged.
+  bool RunLifecycle(const LifecycleSpec& spec) {
+    if (!spec.run) {
+      spdlog::info("the control plane does not ask for lifecycle scripts");
+      return true;
+    }
+    if (auto record = ReadRecord()) {
+      const std::string phase = record->value("phase", "");
+      if (phase == "finished") {
+        if (record->value("acknowledged", false)) {
+          spdlog::info("lifecycle scripts already ran on this node; not running them again");
+          return true;
+        }
+        spdlog::info("lifecycle scripts already ran; reporting their recorded result");
+        return Finish(ReportFromJson((*record)["report"]));
+      }
+      if (phase == "running") {
+        // The agent (or node) went away mid-run; HyperPod does not re-run on reboot.
+        return Finish(Failed(spec.on_create, "exit",
+                             "Lifecycle scripts were interrupted: the node agent restarted "
+                             "while they were running"));
+      }
+    }
+    WriteRecord({{"phase", "running"}});
+    if (!SendReport({"Started", spec.on_create, "", std::nullopt, ""})) return false;
+
+    const std::string dir_on_node = spec.directory;
+    std::string dir = NodePath(opt().root, dir_on_node);
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (Status s = MakeDirs(dir); !s.ok()) {
+      return Finish(Failed(spec.on_create, "download", std::string(s.message())));
+    }
+    if (auto failure = DownloadBundle(spec, dir)) return Finish(*failure);
+    if (agent.stop_) return false;
+
+    for (const std::string& script : {spec.on_create, spec.on_init_complete}) {
+      if (script.empty()) continue;
+      bool stopped = false;
+      auto failure = RunOne(spec, dir, script, &stopped);
+      if (stopped) return false;
+      if (failure) return Finish(*failure);
+    }
+    return Finish({"Succeeded", spec.on_create, "", std::nullopt,
+                   "Lifecycle scripts completed successfully"});
+  }
+};
+
+Agent::Agent(AgentOptions options, const Clock* clock)
+    : options_(std::move(options)), clock_(clock) {
+  static const SystemClock kSystemClock;
+  if (clock_ == nullptr) clock_ = &kSystemClock;
+}
+
+bool Agent::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [&] { return stop_.load(); });
+  return !stop_.load();
+}
+
+void Agent::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
+  if (shipper_ != nullptr) shipper_->Abandon();
+  cv_.notify_all();
+}
+
+void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision) {
+  ControlPlane cp(options_);
+  const auto interval = std::chrono::seconds(std::max(1, heartbeat_seconds));
+  while (SleepFor(interval)) {
+    auto result = cp.PostJson("/agent/v1/heartbeat", {{"files_revision", files_revision}});
+    if (!result.ok()) {
+      spdlog::warn("heartbeat failed: {}", std::string(result.status().message()));
+      continue;
+    }
+    const json& j = *result;
+    if (j.contains("files") && j["files"].is_array()) {
+      auto files = ParseNodeFiles(j["files"].dump());
+      if (!files.ok()) {
+        spdlog::error("heartbeat: {}", std::string(files.status().message()));
+        continue;
+      }
+      if (WriteNodeFiles(options_.root, *files).ok()) {
+        spdlog::info("updated {} node files", files->size());
+        if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
+          files_revision = j["files_revision"].get<int64_t>();
+        }
+      }
+    } else if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
+      files_revision = j["files_revision"].get<int64_t>();
+    }
+  }
+}
+
+Status Agent::Run() {
+  Impl impl{*this, ControlPlane(options_), {}};
+  const std::string boot_id = options_.boot_id.empty() ? ReadBootId() : options_.boot_id;
+
+  // Register; the control plane may be restarting, so retry with capped backoff.
+  Registration registration;
+  auto delay = options_.backoff_initial;
+  for (;;) {
+    if (stop_) return absl::CancelledError("stopped before registering");
+    auto response = impl.cp.Send("POST", "/agent/v1/register", json{{"boot_id", boot_id}}.dump());
+    std::string why;
+    if (response.ok() && response->status / 100 == 2) {
+      auto parsed = ParseRegistration(response->body);
+      if (parsed.ok()) {
+        registration = std::move(*parsed);
+        break;
+      }
+      why = std::string(parsed.status().message());
+    } else {
+      why = response.ok() ? BodyError(*response) : std::string(response.status().message());
+    }
+    spdlog::warn("register with {} failed ({}); retrying in {} ms", options_.url, why,
+                 delay.count());
+    if (!SleepFor(delay)) return absl::CancelledError("stopped before registering");
+    delay = std::min(delay * 2, options_.backoff_max);
+  }
+  spdlog::info("registered as {} of group {} in cluster {} ({})", options_.instance_id,
+               registration.group, registration.cluster_name, registration.cluster_id);
+
+  if (Status s = WriteNodeFiles(options_.root, registration.files); !s.ok()) {
+    spdlog::error("node files incomplete: {}", std::string(s.message()));
+  }
+  // User job scripts test this directory to detect HyperPod (node-contract.md §a.4).
+  if (Status s = MakeDirs(NodePath(options_.root, "/opt/sagemaker_cluster")); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+  }
+
+  std::thread heartbeat([this, &registration] {
+    HeartbeatLoop(registration.heartbeat_seconds, registration.files_revision);
+  });
+  const bool finished = impl.RunLifecycle(registration.lifecycle);
+  if (!options_.once) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_.load(); });
+  } else {
+    Stop();
+  }
+  heartbeat.join();
+  if (!finished && options_.once) return absl::CancelledError("stopped during the lifecycle");
+  return absl::OkStatus();
+}
+
+}  // namespace hf::agent
