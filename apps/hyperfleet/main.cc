@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "hyperfleet/cli/agent_command.h"
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/server_command.h"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     }
   });
 
+  hf::cli::AddAgentCommand(app);
   hf::cli::AddImageCommand(app);
   hf::cli::AddLogsCommand(app);
   CLI11_PARSE(app, argc, argv);
