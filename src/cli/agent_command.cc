@@ -42,8 +42,8 @@ int RunAgentCommand(const AgentFlags& flags) {
     return 1;
   }
 
-  // SIGTERM/SIGINT go to one thread that stops the agent; every other thread (and, by
-  // inheritance, nothing else: scripts get an empty mask) has them blocked.
+  // SIGTERM/SIGINT go to one thread that stops the agent: they are blocked in every thread
+  // (lifecycle scripts are spawned with an empty mask, so they still receive them).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);

@@ -129,8 +129,9 @@ class Agent {
   /// /opt/sagemaker_cluster, runs the lifecycle scripts when the control plane asks and no
   /// result is recorded in /var/lib/hyperfleet-agent/lifecycle.json, reports the result
   /// (retrying until acknowledged), then heartbeats until Stop() (or returns, with
-  /// `once`). Errors: Cancelled when stopped before finishing (only with `once`);
-  /// Internal when the node's files cannot be written.
+  /// `once`). A node file that cannot be written is logged, not fatal (the scripts then
+  /// fail visibly). Errors: Cancelled when stopped before registering, or (with `once`)
+  /// before the lifecycle result was acknowledged.
   Status Run();
   /// Asks Run() to return soon; a running script is killed (its result is not reported,
   /// and the next agent reports it as interrupted).
