@@ -38,7 +38,12 @@ ln -sfn "slurm-$version" "$R/opt/slurm"
 in_root dpkg -L slurm-client slurmd slurmctld slurmdbd | grep -E '^/usr/s?bin/[^/]+$' | sort -u |
   while read -r f; do
     dir=bin; case $f in /usr/sbin/*) dir=sbin ;; esac
-    ln -sfn "$f" "$R$V/$dir/$(basename "$f")"
+    # Debian ships slurmd as slurmd-wlm behind an alternative named slurmd: link the
+    # alternative, under the upstream name.
+    name=$(basename "$f" -wlm)
+    target=$(dirname "$f")/$name
+    [ -e "$R$target" ] || [ -L "$R$target" ] || target=$f
+    ln -sfn "$target" "$R$V/$dir/$name"
   done
 if [ -d "$R/etc/slurm" ] && [ ! -L "$R/etc/slurm" ]; then
   cp -a "$R/etc/slurm/." "$R$V/etc/"

@@ -2,7 +2,6 @@
 #include "hyperfleet/cli/image_command.h"
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -32,15 +31,15 @@ void AddImageCommand(CLI::App& app) {
   image->require_subcommand(1);
   auto dir_help = "Image cache (default " + std::string(provider::kDefaultImageDir) + ")";
 
-  auto* build = image->add_subcommand("build", "Build the node image if missing (root); print its rootfs");
+  auto* build =
+      image->add_subcommand("build", "Build the node image if missing (root); print its rootfs");
   build->add_option("--image-dir", flags->image_dir, dir_help);
-  build->add_option("--mirror", flags->mirror,
-                    "Debian mirror for the build (default " +
-                        std::string(provider::kDefaultImageMirror) + ")");
+  build->add_option(
+      "--mirror", flags->mirror,
+      "Debian mirror for the build (default " + std::string(provider::kDefaultImageMirror) + ")");
   build->add_flag("--prune", flags->prune, "Also remove images of other recipes no node mounts");
   build->callback([flags] {
-    provider::NodeImageOptions options{flags->image_dir, flags->mirror,
-                                       [](std::string_view line) {
+    provider::NodeImageOptions options{flags->image_dir, flags->mirror, [](std::string_view line) {
                                          std::fprintf(stderr, "%.*s\n",
                                                       static_cast<int>(line.size()), line.data());
                                        }};

@@ -105,7 +105,8 @@ Status RemoveTree(const std::string& dir) {
 // process exclude each other too).
 class BuildLock {
  public:
-  static StatusOr<BuildLock> Acquire(const std::string& image_dir) {
+  static StatusOr<BuildLock> Acquire(const std::string& image_dir,
+                                     const NodeImageOptions& options) {
     std::error_code ec;
     fs::create_directories(image_dir, ec);
     if (ec) {
@@ -115,6 +116,9 @@ class BuildLock {
     std::string path = image_dir + "/.lock";
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", ErrnoText(errno)));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      Log(options, absl::StrCat("waiting for another build of the node image (", path, ")"));
+    }
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -150,8 +154,9 @@ bool HaveProgram(std::string_view name) {
 Status WriteFile(const fs::path& path, std::string_view content, mode_t mode) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  if (ec) return absl::InternalError(absl::StrCat("mkdir ", path.parent_path().string(), ": ",
-                                                  ec.message()));
+  if (ec)
+    return absl::InternalError(
+        absl::StrCat("mkdir ", path.parent_path().string(), ": ", ec.message()));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
   out.close();
@@ -161,9 +166,9 @@ Status WriteFile(const fs::path& path, std::string_view content, mode_t mode) {
 }
 
 struct RunResult {
-  int exit_status = -1;           ///< exit code, or 128 + signal
-  std::string last_step;          ///< the last "@@step NAME" seen
-  std::deque<std::string> tail;   ///< last kLogTailLines lines
+  int exit_status = -1;          ///< exit code, or 128 + signal
+  std::string last_step;         ///< the last "@@step NAME" seen
+  std::deque<std::string> tail;  ///< last kLogTailLines lines
 };
 
 // Runs `bash <script> <rootfs>` with a fixed environment, stdout and stderr merged; every line
@@ -189,7 +194,8 @@ StatusOr<RunResult> RunRecipe(const NodeImageOptions& options, const std::string
 
   std::ofstream log_file(log_path, std::ios::trunc);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", ErrnoText(errno)));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("pipe: ", ErrnoText(errno)));
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
@@ -302,10 +308,10 @@ StatusOr<NodeImage> FindNodeImage(const NodeImageOptions& options) {
   std::string dir = ImageDirOf(options);
   NodeImage image{NodeImageKey(), absl::StrCat(dir, "/", NodeImageKey(), "/rootfs")};
   if (!IsDirectory(image.rootfs)) {
-    return absl::NotFoundError(absl::StrCat(
-        "node image ", image.key, " is not built (no ", image.rootfs,
-        "); build it as root with `hyperfleet image build", options.image_dir.empty() ? "" : " --image-dir " + dir,
-        "` or scripts/setup"));
+    return absl::NotFoundError(
+        absl::StrCat("node image ", image.key, " is not built (no ", image.rootfs,
+                     "); build it as root with `hyperfleet image build",
+                     options.image_dir.empty() ? "" : " --image-dir " + dir, "` or scripts/setup"));
   }
   return image;
 }
@@ -323,8 +329,9 @@ StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
   }
   const std::string dir = ImageDirOf(options);
   const std::string key = NodeImageKey();
-  const std::string mirror = options.mirror.empty() ? std::string(kDefaultImageMirror) : options.mirror;
-  HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir));
+  const std::string mirror =
+      options.mirror.empty() ? std::string(kDefaultImageMirror) : options.mirror;
+  HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
   // Someone may have built it while we waited for the lock.
   if (auto found = FindNodeImage(options); found.ok()) return found;
 
@@ -348,11 +355,11 @@ StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
   for (const auto& [path, content] : NodeImageRecipe()) {
     HF_RETURN_IF_ERROR(WriteFile(fs::path(tmp) / "recipe" / path, content, 0644));
   }
-  Log(options, absl::StrCat("building node image ", key, " (", std::string(kNodeImageSuite), " from ", mirror,
-                            ") in ", tmp));
+  Log(options, absl::StrCat("building node image ", key, " (", std::string(kNodeImageSuite),
+                            " from ", mirror, ") in ", tmp));
   auto started = std::chrono::steady_clock::now();
-  auto run = RunRecipe(options, tmp + "/recipe/build.sh", tmp + "/rootfs", mirror,
-                       tmp + "/build.log");
+  auto run =
+      RunRecipe(options, tmp + "/recipe/build.sh", tmp + "/rootfs", mirror, tmp + "/build.log");
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!run.ok() || run->exit_status != 0) {
@@ -371,18 +378,18 @@ StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
   if (!IsDirectory(tmp + "/rootfs/etc")) {
     return absl::InternalError(absl::StrCat("node image build left no rootfs in ", tmp));
   }
-  HF_RETURN_IF_ERROR(WriteFile(fs::path(tmp) / "image.env",
-                               absl::StrCat("key=", key, "\nsuite=", std::string(kNodeImageSuite),
-                                            "\nmirror=", mirror, "\nbuild_seconds=",
-                                            static_cast<long>(seconds), "\n"),
-                               0644));
+  HF_RETURN_IF_ERROR(WriteFile(
+      fs::path(tmp) / "image.env",
+      absl::StrCat("key=", key, "\nsuite=", std::string(kNodeImageSuite), "\nmirror=", mirror,
+                   "\nbuild_seconds=", static_cast<long>(seconds), "\n"),
+      0644));
   const std::string final_dir = absl::StrCat(dir, "/", key);
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
     return absl::InternalError(
         absl::StrCat("rename ", tmp, " -> ", final_dir, ": ", ErrnoText(errno)));
   }
-  Log(options, absl::StrCat("node image ", key, " built in ", static_cast<long>(seconds), " s: ",
-                            final_dir, "/rootfs"));
+  Log(options, absl::StrCat("node image ", key, " built in ", static_cast<long>(seconds),
+                            " s: ", final_dir, "/rootfs"));
   return NodeImage{key, final_dir + "/rootfs"};
 }
 
@@ -390,7 +397,7 @@ StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& optio
   const std::string dir = ImageDirOf(options);
   std::vector<std::string> removed;
   if (!IsDirectory(dir)) return removed;
-  HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir));
+  HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
   const std::vector<std::string> mounts = MountInfoLines();
   std::error_code ec;
   std::vector<std::string> candidates;
