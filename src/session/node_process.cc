@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -109,6 +109,8 @@ StatusOr<std::vector<std::string>> CgroupProcsFiles(int pid) {
   return files;
 }
 
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
 int ShellExitStatus(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
@@ -201,6 +203,8 @@ StatusOr<NodeProcess> SpawnInNode(const NodeProcessSpec& spec) {
   }
   if (pid == 0) {
     // Child: async-signal-safe calls only.
+    close(go[1]);  // else our own copy would keep the "go" pipe from ever reaching EOF
+    close(error_pipe[0]);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -255,7 +259,7 @@ StatusOr<NodeProcess> SpawnInNode(const NodeProcessSpec& spec) {
     return absl::InternalError(absl::StrCat("cannot start ", spec.nsenter_path, ": ",
                                             std::strerror(child_errno)));
   }
-  proc.pidfd = pidfd_open(pid, 0);
+  proc.pidfd = PidfdOpen(pid);
   if (proc.pidfd < 0) {
     const std::string message = Errno("pidfd_open");
     kill(-pid, SIGKILL);
@@ -264,7 +268,6 @@ StatusOr<NodeProcess> SpawnInNode(const NodeProcessSpec& spec) {
     proc.Close();
     return absl::InternalError(absl::StrCat("cannot start a session process: ", message));
   }
-  fcntl(proc.pidfd, F_SETFD, FD_CLOEXEC);
   return proc;
 }
 

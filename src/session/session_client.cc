@@ -236,7 +236,7 @@ class Client {
     }));
     websocket::response_type response;
     ws_.handshake(response, host, request.target, ec);
-    if (ec == websocket::error::upgrade_declined) return RefusalStatus(response);
+    if (ec == websocket::error::upgrade_declined) return WhyDeclined(where);
     if (ec) {
       return absl::UnavailableError(
           absl::StrCat("WebSocket handshake with ", where, " failed: ", ec.message()));
@@ -251,6 +251,36 @@ class Client {
     ws_.read_message_max(64u << 20);
     ws_.binary(true);
     return absl::OkStatus();
+  }
+
+  // Boost 1.74's handshake keeps neither the status nor the body of a refused upgrade, so
+  // ask again with a plain signed GET: the server runs the same checks and answers with the
+  // refusal (or says it wants an upgrade, when the refusal no longer applies).
+  Status WhyDeclined(const std::string& where) {
+    http::HttpRequest request;
+    request.method = "GET";
+    request.target = RequestTarget();
+    if (options_.sign) options_.sign(request);
+    beast::tcp_stream stream(ioc_);
+    stream.expires_after(std::chrono::seconds(options_.connect_timeout_seconds));
+    beast::error_code ec;
+    tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(endpoint_.host, endpoint_.port, ec);
+    if (!ec) stream.connect(results, ec);
+    bhttp::request<bhttp::empty_body> out{bhttp::verb::get, request.target, 11};
+    for (const auto& [name, value] : request.headers) out.set(name, value);
+    out.set(bhttp::field::user_agent, "hyperfleet-ssm");
+    if (!ec) bhttp::write(stream, out, ec);
+    beast::flat_buffer buffer;
+    websocket::response_type response;
+    if (!ec) bhttp::read(stream, buffer, response, ec);
+    if (ec || response.result_int() == 101 ||
+        (response.result_int() == 400 && response.body().find("takes a WebSocket upgrade") !=
+                                             std::string::npos)) {
+      return absl::UnavailableError(
+          absl::StrCat("the control plane at ", where, " declined the WebSocket upgrade"));
+    }
+    return RefusalStatus(response);
   }
 
   void WaitSignal() {
@@ -315,7 +345,7 @@ class Client {
       queue_.pop_front();
       if (is_stdin_.front()) {
         std::lock_guard<std::mutex> lock(mu_);
-        queued_stdin_ -= size;
+        queued_stdin_ -= size - 1;  // the reader counted the data, not the type byte
         stdin_cv_.notify_all();
       }
       is_stdin_.pop_front();

@@ -434,16 +434,6 @@ struct SessionService::Impl : std::enable_shared_from_this<SessionService::Impl>
       *refusal = RefusalFor(status, code, std::move(type));
       return status;
     };
-    if (request.method != "GET" || !websocket::is_upgrade(ToBeast(request))) {
-      return refuse(BadParameter(absl::StrCat(
-                        std::string(kSessionPath), " takes a WebSocket upgrade (GET with Upgrade: websocket); "
-                                      "use `hyperfleet ssm start-session`")),
-                    400, "InvalidParameterException");
-    }
-    if (!buffered.empty()) {
-      return refuse(BadParameter("Data sent before the WebSocket upgrade completed"), 400,
-                    "InvalidParameterException");
-    }
     auto identity = auth::VerifySigV4(request, secrets, options.policy, clock.now());
     if (!identity.ok()) return refuse(identity.status(), 403, "AccessDeniedException");
     auto parsed = ParseRequest(request.query());
@@ -457,6 +447,18 @@ struct SessionService::Impl : std::enable_shared_from_this<SessionService::Impl>
       }
       spdlog::error("session target {}: {}", parsed->first.str(), pid.status().ToString());
       return refuse(pid.status(), 500, "InternalFailure");
+    }
+    // Checked last, so that a plain GET learns why an upgrade would be refused (the client
+    // asks that way: Boost 1.74's handshake drops the body of a refused upgrade).
+    if (request.method != "GET" || !websocket::is_upgrade(ToBeast(request))) {
+      return refuse(BadParameter(absl::StrCat(std::string(kSessionPath),
+                                              " takes a WebSocket upgrade (GET with Upgrade: "
+                                              "websocket); use `hyperfleet ssm start-session`")),
+                    400, "InvalidParameterException");
+    }
+    if (!buffered.empty()) {
+      return refuse(BadParameter("Data sent before the WebSocket upgrade completed"), 400,
+                    "InvalidParameterException");
     }
     parsed->second.node_pid = *pid;
     parsed->second.nsenter_path = options.nsenter_path;
