@@ -7,6 +7,7 @@
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/server_command.h"
+#include "hyperfleet/cli/ssm_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Hyperfleet: a self-hosted SageMaker HyperPod"};
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   hf::cli::AddAgentCommand(app);
   hf::cli::AddImageCommand(app);
   hf::cli::AddLogsCommand(app);
+  hf::cli::AddSsmCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
