@@ -6,6 +6,7 @@
 #include "hyperfleet/cli/agent_command.h"
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/logs_command.h"
+#include "hyperfleet/cli/node_supervisor_command.h"
 #include "hyperfleet/cli/server_command.h"
 #include "hyperfleet/cli/ssm_command.h"
 
@@ -28,8 +29,41 @@ int main(int argc, char** argv) {
         if (v.size() == 12 && v.find_first_not_of("0123456789") == std::string::npos) return "";
         return "--account-id must be 12 digits";
       });
-  srv->add_option("--provider", server.provider, "Where instances come from: fake")
+  srv->add_option("--provider", server.provider,
+                  "Where instances come from: local (namespaced nodes on this host; root) "
+                  "or fake (no machines, for API tests)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"local", "fake"}));
+  srv->add_option("--agent-port", server.agent_port,
+                  "local provider: node agent endpoint port on every cluster bridge")
       ->capture_default_str();
+  srv->add_option("--node-network", server.node_network,
+                  "local provider: address pool (CIDR) that cluster subnets (/22) come from")
+      ->capture_default_str();
+  srv->add_option("--image-dir", server.image_dir, "local provider: node image cache")
+      ->capture_default_str();
+  srv->add_option("--image-mirror", server.image_mirror,
+                  "local provider: Debian mirror for building the node image")
+      ->capture_default_str();
+  srv->add_option("--lifecycle-timeout", server.lifecycle_timeout_seconds,
+                  "Seconds a lifecycle script may run before it is killed and its node fails")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  srv->add_option("--heartbeat-interval", server.heartbeat_seconds,
+                  "Seconds between node agent heartbeats")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  srv->add_option("--agent-start-timeout", server.agent_start_timeout_seconds,
+                  "Seconds a booted node may take to start its lifecycle scripts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  srv->add_option("--node-apt-proxy-port", server.node_apt_proxy_port,
+                  "local provider: apt proxy port on the bridge host address (e.g. "
+                  "apt-cacher-ng's 3142); 0: nodes have no egress")
+      ->capture_default_str();
+  srv->add_option("--s3-endpoint-url", server.s3_endpoint_url,
+                  "S3-compatible endpoint for lifecycle scripts (signed with AWS_ACCESS_KEY_ID/"
+                  "AWS_SECRET_ACCESS_KEY); default: the local bucket directory <data-dir>/s3");
   srv->add_option("--access-key-id", server.access_key_id, "Also accept this access key id");
   srv->add_option("--secret-access-key", server.secret_access_key,
                   "Secret of --access-key-id");
@@ -61,6 +95,7 @@ int main(int argc, char** argv) {
   hf::cli::AddAgentCommand(app);
   hf::cli::AddImageCommand(app);
   hf::cli::AddLogsCommand(app);
+  hf::cli::AddNodeSupervisorCommand(app);
   hf::cli::AddSsmCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -11,21 +11,32 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <atomic>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/agentapi/agent_service.h"
+#include "hyperfleet/agentapi/node_tokens.h"
 #include "hyperfleet/api/api_handler.h"
 #include "hyperfleet/api/cluster_operations.h"
 #include "hyperfleet/auth/credentials.h"
+#include "hyperfleet/bundle/bundle_source.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/common/paths.h"
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/http/http_server.h"
+#include "hyperfleet/logs/log_operations.h"
+#include "hyperfleet/logs/log_store.h"
+#include "hyperfleet/model/instance_catalog.h"
 #include "hyperfleet/model/service_model.h"
 #include "hyperfleet/provider/fake_provider.h"
+#include "hyperfleet/provider/local_provider.h"
+#include "hyperfleet/provider/node_image.h"
+#include "hyperfleet/session/session_server.h"
 #include "hyperfleet/store/store.h"
 
 namespace hf::cli {
@@ -65,6 +76,36 @@ StatusOr<int> LockDataDir(const std::string& data_dir) {
   return fd;
 }
 
+/// Session targets from the store and the provider: the node must be in that cluster and
+/// group, and its init must run.
+class NodeSessionTargets final : public session::SessionTargets {
+ public:
+  NodeSessionTargets(store::Store& store, provider::Provider& provider)
+      : store_(store), provider_(provider) {}
+  StatusOr<int> resolve(const session::SessionTarget& target) override {
+    auto node = store_.node(target.cluster_id, target.instance_id);
+    if (!node.ok()) {
+      return absl::NotFoundError(absl::StrCat("no instance ", target.instance_id,
+                                              " in cluster ", target.cluster_id));
+    }
+    if (node->group != target.group) {
+      return absl::NotFoundError(absl::StrCat("instance ", target.instance_id,
+                                              " is not in instance group ", target.group,
+                                              " (it is in ", node->group, ")"));
+    }
+    auto pid = provider_.nodeInitPid(target.instance_id);
+    if (!pid.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "instance ", target.instance_id, " is not running: ", pid.status().message()));
+    }
+    return *pid;
+  }
+
+ private:
+  store::Store& store_;
+  provider::Provider& provider_;
+};
+
 }  // namespace
 
 Status RunServer(const ServerFlags& flags) {
@@ -73,9 +114,9 @@ Status RunServer(const ServerFlags& flags) {
   // long-lived server with short bursts never reuses.
   mallopt(M_ARENA_MAX, 2);
   HF_ASSIGN_OR_RETURN(auto listen, ParseListen(flags.listen));
-  if (flags.provider != "fake") {
+  if (flags.provider != "fake" && flags.provider != "local") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--provider ", flags.provider, " is not available; providers: fake"));
+        "--provider ", flags.provider, " is not available; providers: local, fake"));
   }
   if (flags.access_key_id.empty() != flags.secret_access_key.empty()) {
     return absl::InvalidArgumentError(
@@ -111,12 +152,99 @@ Status RunServer(const ServerFlags& flags) {
   SystemClock clock;
   RandomIdSource ids;
   HF_ASSIGN_OR_RETURN(auto store, store::OpenSqliteStore(data_dir + "/state.db"));
-  provider::FakeProvider::Options fake_options;
-  fake_options.boot_delay = std::chrono::milliseconds(flags.fake_boot_delay_ms);
-  fake_options.state_file = data_dir + "/fake-provider.json";
-  HF_ASSIGN_OR_RETURN(auto provider, provider::FakeProvider::Create(clock, fake_options));
+  // Node output (lifecycle scripts) in the CloudWatch Logs subset's own database.
+  HF_ASSIGN_OR_RETURN(auto log_store, logs::OpenLogStoreInDataDir(data_dir, clock));
+  agentapi::LogSink log_sink = [&log_store](const std::string& group, const std::string& stream,
+                                            const std::vector<agentapi::LogLine>& lines) {
+    std::vector<logs::InputLogEvent> events;
+    events.reserve(lines.size());
+    for (const auto& l : lines) events.push_back({l.timestamp_ms, l.message});
+    Status s = log_store->append(group, stream, events);
+    if (!s.ok()) spdlog::warn("log {} {}: {}", group, stream, s.ToString());
+  };
 
-  control::ClusterController controller(*store, *provider, clock, ids, {});
+  // Lifecycle bundles: a local bucket directory unless an S3 endpoint is configured.
+  std::unique_ptr<bundle::BundleSource> bundles;
+  if (flags.s3_endpoint_url.empty()) {
+    HF_RETURN_IF_ERROR(EnsureDirectory(data_dir + "/s3"));
+    bundles = std::make_unique<bundle::LocalBucketSource>(data_dir + "/s3");
+  } else {
+    bundle::S3EndpointOptions s3;
+    s3.endpoint_url = flags.s3_endpoint_url;
+    s3.region = flags.region;
+    const char* key = std::getenv("AWS_ACCESS_KEY_ID");
+    const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
+    if (!key || !secret) {
+      return absl::InvalidArgumentError(
+          "--s3-endpoint-url needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the "
+          "environment to sign its requests");
+    }
+    s3.key = {key, secret};
+    bundles = std::make_unique<bundle::S3EndpointSource>(s3, clock);
+  }
+
+  // The controller is made after the provider, which needs the agent service, which
+  // tells the controller about lifecycle results: break the cycle with a pointer.
+  std::atomic<control::ClusterController*> controller_ptr{nullptr};
+  HF_ASSIGN_OR_RETURN(auto tokens,
+                      agentapi::NodeTokens::LoadOrCreate(data_dir + "/local/node-secret"));
+  agentapi::AgentService::Options agent_options;
+  agent_options.heartbeat_seconds = flags.heartbeat_seconds;
+  agent_options.lifecycle_timeout_seconds = flags.lifecycle_timeout_seconds;
+  agentapi::AgentService agents(
+      *store, *bundles, tokens, log_sink,
+      [&](const std::string& id) {
+        if (auto* c = controller_ptr.load()) c->enqueue(id);
+      },
+      clock, ids, agent_options);
+
+  std::unique_ptr<provider::Provider> provider;
+  if (flags.provider == "fake") {
+    provider::FakeProvider::Options fake_options;
+    fake_options.boot_delay = std::chrono::milliseconds(flags.fake_boot_delay_ms);
+    fake_options.state_file = data_dir + "/fake-provider.json";
+    HF_ASSIGN_OR_RETURN(provider, provider::FakeProvider::Create(clock, fake_options));
+  } else {
+    if (geteuid() != 0) {
+      return absl::FailedPreconditionError(
+          "the local provider needs root: it creates network namespaces, mounts and cgroups "
+          "for its nodes. Run as root, or use --provider fake (no real nodes).");
+    }
+    provider::NodeImageOptions image_options;
+    image_options.image_dir = flags.image_dir;
+    image_options.mirror = flags.image_mirror;
+    image_options.log = [](std::string_view line) { spdlog::info("node image: {}", line); };
+    auto image = provider::FindNodeImage(image_options);
+    if (!image.ok()) {
+      std::printf("Building the node image in %s (once; a few minutes)...\n",
+                  flags.image_dir.c_str());
+      std::fflush(stdout);
+      image = provider::EnsureNodeImage(image_options);
+    }
+    if (!image.ok()) return image.status();
+    provider::LocalProvider::Options local;
+    local.data_dir = data_dir;
+    local.image_rootfs = image->rootfs;
+    local.region = flags.region;
+    local.node_network = flags.node_network;
+    local.agent_port = flags.agent_port;
+    local.agent_handler = [&agents](http::HttpRequest&& r) { return agents.handle(std::move(r)); };
+    local.agent_token = [&tokens](std::string_view id) { return tokens.tokenFor(id); };
+    local.instance_caps =
+        [](std::string_view type) -> std::optional<provider::InstanceCaps> {
+      const auto* spec = model::InstanceCatalog::Embedded().find(type);
+      if (!spec) return std::nullopt;
+      return provider::InstanceCaps{spec->vcpus, spec->memory_gib};
+    };
+    local.apt_proxy_port = flags.node_apt_proxy_port;
+    HF_ASSIGN_OR_RETURN(provider, provider::LocalProvider::Create(local));
+  }
+
+  control::ClusterController::Options controller_options;
+  controller_options.agent_start_timeout =
+      std::chrono::seconds(flags.agent_start_timeout_seconds);
+  control::ClusterController controller(*store, *provider, clock, ids, controller_options);
+  controller_ptr = &controller;
   api::ApiConfig config;
   config.region = flags.region;
   config.account_id = flags.account_id;
@@ -129,10 +257,25 @@ Status RunServer(const ServerFlags& flags) {
       *model, clusters,
       [&](std::string_view key) { return credentials.secretFor(key); }, clock, ids, config);
 
+  logs::LogsConfig logs_config;
+  logs_config.region = flags.region;
+  logs_config.account_id = flags.account_id;
+  logs::LogOperations log_operations(*log_store, logs_config);
+  handler.addService(log_operations);
+
   http::HttpServerOptions http_options;
   http_options.host = listen.first;
   http_options.port = listen.second;
   http_options.io_threads = flags.io_threads;
+  // Shell sessions into nodes (hyperfleet ssm start-session): WebSockets on the API port.
+  NodeSessionTargets session_targets(*store, *provider);
+  session::SessionServiceOptions session_options;
+  session_options.policy.region = flags.region;
+  session_options.policy.services = {"ssm"};
+  session::SessionService sessions(
+      session_targets, [&](std::string_view key) { return credentials.secretFor(key); }, clock,
+      session_options);
+  sessions.install(http_options);
   HF_ASSIGN_OR_RETURN(auto server, http::HttpServer::Start(http_options, [&](http::HttpRequest&& r) {
                         return handler.handle(std::move(r));
                       }));
@@ -145,6 +288,7 @@ Status RunServer(const ServerFlags& flags) {
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: stopping", sig);
   server->stop();
+  sessions.stop();
   controller.stop();
   return absl::OkStatus();
 }

@@ -14,13 +14,24 @@ struct ServerFlags {
   std::string data_dir;                   ///< empty: ResolveDataDir()
   std::string region = "us-west-2";
   std::string account_id = "123456789012";
-  std::string provider = "fake";
+  std::string provider = "local";          ///< local (namespaced nodes, root) or fake
   std::string access_key_id, secret_access_key;  ///< an extra key pair (scripts, tests)
   int io_threads = 2;
   int fake_boot_delay_ms = 200;      ///< fake provider: launch to Running, milliseconds
   int max_clusters = 100;
   int max_instances_per_cluster = 10000;
   std::string log_level = "info";
+  // local provider
+  uint16_t agent_port = 9081;              ///< agent endpoint on every cluster bridge
+  std::string node_network = "10.224.0.0/12";  ///< pool of per-cluster /22 subnets
+  std::string image_dir = "/var/lib/hyperfleet/images";  ///< node image cache (host-wide)
+  std::string image_mirror = "http://deb.debian.org/debian";  ///< for building the image
+  int lifecycle_timeout_seconds = 3600;    ///< per lifecycle script
+  int heartbeat_seconds = 5;               ///< agent heartbeat interval
+  int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"
+  uint16_t node_apt_proxy_port = 0;        ///< apt proxy on the bridge host address; 0: none
+  // lifecycle bundles
+  std::string s3_endpoint_url;             ///< S3-compatible endpoint; empty: <data-dir>/s3
 };
 
 /// Runs the control plane until SIGINT or SIGTERM. Prints one line

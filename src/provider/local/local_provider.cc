@@ -18,12 +18,14 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <set>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -900,6 +902,27 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
   if (!pool || pool->second > kSubnetBits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--node-network ", options.node_network, " must be an IPv4 CIDR of /22 or larger"));
+  }
+  // Every node's systemd takes several inotify instances; the kernel's default of 128 per
+  // user stops nodes from booting after a dozen ("Failed to allocate manager object: Too
+  // many open files"). Raise the host's limits when they are lower (logged).
+  for (const auto& [knob, minimum] : {std::pair{"/proc/sys/fs/inotify/max_user_instances", 8192L},
+                                      std::pair{"/proc/sys/fs/inotify/max_user_watches", 1048576L}}) {
+    auto text = local::ReadFile(knob);
+    long current = 0;
+    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &current) &&
+        current < minimum) {
+      std::ofstream out(knob);
+      out << minimum << "\n";
+      out.flush();
+      if (out) {
+        spdlog::info("local provider: raised {} from {} to {} (systemd in every node)", knob,
+                     current, minimum);
+      } else {
+        spdlog::warn("local provider: {} is {}; nodes may fail to boot beyond a dozen", knob,
+                     current);
+      }
+    }
   }
   Options opts = options;
   if (opts.hyperfleet_binary.empty()) {

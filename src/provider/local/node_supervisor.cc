@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "provider/local/sys.h"
@@ -55,7 +56,31 @@ void JoinCgroups(const nlohmann::json& node) {
       continue;
     }
     const bool v2 = std::filesystem::exists(root + "/cgroup.controllers");
-    if (v2 && (vcpus > 0 || memory_bytes > 0)) {
+    // A v1 cpuset cgroup takes no process until it has CPUs and memory nodes: inherit the
+    // parent's at every level we created.
+    if (!v2 && std::filesystem::exists(dir + "/cpuset.cpus")) {
+      std::string level = root;
+      for (const std::string part : {std::string("hyperfleet"),
+                                     absl::StrCat("hyperfleet/", node.value("fleet_id", "")),
+                                     rel}) {
+        const std::string child = absl::StrCat(root, "/", part);
+        for (const char* knob : {"cpuset.cpus", "cpuset.mems"}) {
+          auto mine = local::ReadFile(child + "/" + knob);
+          if (mine.ok() && absl::StripAsciiWhitespace(*mine).empty()) {
+            auto theirs = local::ReadFile(level + "/" + knob);
+            if (theirs.ok()) WriteTo(child + "/" + knob, std::string(absl::StripAsciiWhitespace(*theirs)));
+          }
+        }
+        level = child;
+      }
+    }
+    // On a hybrid host the unified hierarchy carries no controllers: caps go through v1.
+    bool v2_controllers = false;
+    if (v2) {
+      auto controllers = local::ReadFile(root + "/cgroup.controllers");
+      v2_controllers = controllers.ok() && controllers->find("memory") != std::string::npos;
+    }
+    if (v2_controllers && (vcpus > 0 || memory_bytes > 0)) {
       // Controllers must be enabled on every ancestor below the root (best effort).
       std::string parent = root;
       for (const std::string part : {std::string("hyperfleet"),

@@ -1,5 +1,6 @@
 #include "provider/local/sys.h"
 
+#include <atomic>
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -88,7 +89,10 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  // Unique per call: threads of one process may replace the same file at once (a launch and
+  // a membership change both rewrite a node's /etc/hosts).
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
