@@ -263,15 +263,15 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
   const bool done = caller.node.lifecycle_state == ls::kSucceeded ||
                     caller.node.lifecycle_state == ls::kFailed;
   if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown) {
+    // An unusable SourceS3Uri still runs: the bundle listing then fails with the reason,
+    // which the agent reports as the node's failure.
     auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
-    if (loc.ok()) {
-      lifecycle = json{{"run", true},
-                       {"source_s3_uri", lcc.value("SourceS3Uri", "")},
-                       {"on_create", lcc.value("OnCreate", "")},
-                       {"on_init_complete", lcc.value("OnInitComplete", "")},
-                       {"directory", BundleDirectory(*loc)},
-                       {"timeout_seconds", options_.lifecycle_timeout_seconds}};
-    }
+    lifecycle = json{{"run", true},
+                     {"source_s3_uri", lcc.value("SourceS3Uri", "")},
+                     {"on_create", lcc.value("OnCreate", "")},
+                     {"on_init_complete", lcc.value("OnInitComplete", "")},
+                     {"directory", loc.ok() ? BundleDirectory(*loc) : "/tmp/lifecycle-scripts/"},
+                     {"timeout_seconds", options_.lifecycle_timeout_seconds}};
   }
   spdlog::info("node {} ({} in {}) registered", caller.node.instance_id, caller.node.group,
                caller.cluster.name);

@@ -222,6 +222,19 @@ TEST_F(AgentServiceTest, LifecycleResultsAreRecordedOnceWithEventsAndLogMarkers)
   EXPECT_FALSE(reg["lifecycle"]["run"].get<bool>());
 }
 
+TEST_F(AgentServiceTest, AnUnusableSourceUriFailsThroughTheBundleListing) {
+  auto node = store_->node("abcdefabcdef", "i-00000000000000002").value();
+  node.lifecycle["SourceS3Uri"] = "s3://b/lcs";  // bucket names have at least 3 characters
+  store::WriteBatch b;
+  b.nodes.push_back({node, node.revision, false});
+  ASSERT_TRUE(store_->commit(b).ok());
+  json reg = json::parse(call("POST", "/agent/v1/register").body);
+  EXPECT_TRUE(reg["lifecycle"]["run"].get<bool>());
+  auto r = call("GET", "/agent/v1/bundle");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(r.body.find("SourceS3Uri"), std::string::npos) << r.body;
+}
+
 TEST_F(AgentServiceTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Bogus"}}).status, 400);
   EXPECT_EQ(call("POST", "/agent/v1/logs", {{"events", "x"}}).status, 400);
