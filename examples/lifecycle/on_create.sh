@@ -18,7 +18,7 @@ token=$(curl -sf -X PUT http://169.254.169.254/latest/api/token \
 type=$(curl -sf -H "X-aws-ec2-metadata-token: $token" \
   http://169.254.169.254/latest/meta-data/instance-type)
 
-echo "I am $name ($(hostname), $self_ip) in group $group, an $type with $(nproc) CPUs"
+echo "I am $name ($(hostname), $self_ip) in group $group (instance type $type, $(nproc) CPUs)"
 echo "Cluster members:"
 jq -r '.InstanceGroups[] | .Name as $g | .Instances[]? | "  \($g)  \(.InstanceName)  \(.InstanceId)  \(.CustomerIpAddress)"' "$config"
 # /fsx is shared by the cluster's nodes; everything else is this node's own.
