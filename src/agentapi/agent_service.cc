@@ -303,7 +303,14 @@ http::HttpResponse AgentService::listBundle(const Caller& caller) {
                                     : std::string());
   if (!loc.ok()) return Error(409, loc.status().message());
   auto objects = bundles_.list(*loc);
-  if (!objects.ok()) return Error(HttpStatusOf(objects.status()), objects.status().message());
+  if (!objects.ok()) {
+    // The agent reports `reason` as the lifecycle failure's kind.
+    const Status& s = objects.status();
+    const char* reason = absl::IsNotFound(s)             ? "empty"
+                         : absl::IsFailedPrecondition(s) ? "unsafe-key"
+                                                         : "download";
+    return Json(HttpStatusOf(s), json{{"error", std::string(s.message())}, {"reason", reason}});
+  }
   json files = json::array();
   for (const auto& o : *objects) files.push_back({{"key", o.key}, {"size", o.size}});
   return Json(200, json{{"files", files}});

@@ -60,7 +60,7 @@ struct Work {
 
   provider::InstanceSpec specFor(const model::Node& n) const {
     return provider::InstanceSpec{n.instance_id, cluster.id, cluster.name, n.group,
-                                  n.instance_type, n.lifecycle};
+                                  n.instance_type, n.lifecycle, /*private_ip=*/""};
   }
 
   /// Adds a node to group `g`; `retry_of` names the failed instance it replaces

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -131,6 +132,7 @@ class LocalProvider::Impl {
   Impl(const Options& options, std::string fleet_id)
       : options_(options), fleet_id_(std::move(fleet_id)) {
     root_ = options_.data_dir + "/local";
+    hosts_thread_ = std::thread([this] { hostsLoop(); });
   }
 
   ~Impl() {
@@ -141,6 +143,12 @@ class LocalProvider::Impl {
       workers.swap(workers_);
     }
     for (auto& w : workers) w.thread.join();
+    {
+      std::lock_guard lock(hosts_mu_);
+      hosts_stop_ = true;
+    }
+    hosts_cv_.notify_all();
+    hosts_thread_.join();
     std::lock_guard lock(cluster_mu_);
     for (auto& [id, c] : clusters_) {
       if (c.imds_server) c.imds_server->stop();
@@ -422,19 +430,25 @@ class LocalProvider::Impl {
   // its listening socket is made inside it and served by an in-process HttpServer.
   Status setUpImds(const std::string& cluster_id, ClusterNet& c) {
     if (c.imds_server) return absl::OkStatus();
-    if (NetnsExists(c.imds_ns)) (void)Run({"ip", "netns", "del", c.imds_ns});
-    if (LinkExists(c.imds_veth)) (void)Run({"ip", "link", "del", c.imds_veth});
     const std::string ns = c.imds_ns;
-    HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", c.imds_veth, "type", "veth", "peer", "name",
-                              "eth0", "netns", ns}));
+    // After a server restart the namespace is still there: keep it (and its veth's MAC
+    // address, which running nodes have in their ARP caches) and only listen again.
+    const bool reuse = NetnsExists(ns) && LinkExists(c.imds_veth);
+    if (!reuse) {
+      if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});
+      if (LinkExists(c.imds_veth)) (void)Run({"ip", "link", "del", c.imds_veth});
+      HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
+      HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", c.imds_veth, "type", "veth", "peer", "name",
+                                "eth0", "netns", ns}));
+      HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add", "169.254.169.254/32", "dev",
+                                "eth0"}));
+      HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add",
+                                absl::StrCat(Ip(c.base + kSubnetSize - 1), "/", kSubnetBits),
+                                "dev", "eth0"}));
+      HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+      HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
+    }
     HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", c.imds_veth, "master", c.bridge, "up"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add", "169.254.169.254/32", "dev", "eth0"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add",
-                              absl::StrCat(Ip(c.base + kSubnetSize - 1), "/", kSubnetBits), "dev",
-                              "eth0"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
     int fd = -1;
     std::string error;
     std::thread([&] {  // setns() changes only this thread's network namespace
@@ -686,6 +700,32 @@ class LocalProvider::Impl {
     return out;
   }
 
+  // Asks for a rewrite of /etc/hosts in the cluster's nodes. Rewrites are coalesced: a
+  // burst of launches (100 nodes at once) costs a few passes over the cluster, not one per
+  // launch. A new node's own /etc/hosts is written before it boots (writeIdentity).
+  void scheduleHostsRewrite(const std::string& cluster_id) {
+    {
+      std::lock_guard lock(hosts_mu_);
+      hosts_dirty_.insert(cluster_id);
+    }
+    hosts_cv_.notify_all();
+  }
+
+  void hostsLoop() {
+    std::unique_lock lock(hosts_mu_);
+    while (!hosts_stop_) {
+      hosts_cv_.wait(lock, [&] { return hosts_stop_ || !hosts_dirty_.empty(); });
+      if (hosts_stop_) break;
+      // Let the burst settle a little before writing.
+      hosts_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return hosts_stop_; });
+      std::set<std::string> dirty;
+      dirty.swap(hosts_dirty_);
+      lock.unlock();
+      for (const auto& id : dirty) rewriteHosts(id);
+      lock.lock();
+    }
+  }
+
   // Rewrites /etc/hosts in every node of the cluster whose root is mounted.
   void rewriteHosts(const std::string& cluster_id) {
     const std::string hosts = hostsFile(cluster_id);
@@ -798,7 +838,7 @@ class LocalProvider::Impl {
       HF_RETURN_IF_ERROR(setUpNetns(*rec, net));
       HF_RETURN_IF_ERROR(mountOverlay(dir));
       HF_RETURN_IF_ERROR(writeIdentity(*rec, net, reboot));
-      rewriteHosts(rec->spec.cluster_id);
+      scheduleHostsRewrite(rec->spec.cluster_id);
       return startSupervisor(dir);
     }();
     std::lock_guard lock(mu_);
@@ -863,7 +903,7 @@ class LocalProvider::Impl {
       auto it = nodes_.find(id);
       if (it != nodes_.end() && it->second == rec) nodes_.erase(it);
     }
-    rewriteHosts(rec->spec.cluster_id);
+    scheduleHostsRewrite(rec->spec.cluster_id);
     tearDownClusterIfEmpty(rec->spec.cluster_id);
   }
 
@@ -875,6 +915,12 @@ class LocalProvider::Impl {
   std::map<std::string, std::shared_ptr<NodeRec>> nodes_;
   std::list<Worker> workers_;
   bool shutting_down_ = false;
+
+  std::mutex hosts_mu_;  // hosts_dirty_, hosts_stop_
+  std::condition_variable hosts_cv_;
+  std::set<std::string> hosts_dirty_;  // clusters whose nodes need a new /etc/hosts
+  bool hosts_stop_ = false;
+  std::thread hosts_thread_;
 
   std::mutex cluster_mu_;  // clusters_ and all bridge / IMDS set-up and tear-down
   std::map<std::string, ClusterNet> clusters_;

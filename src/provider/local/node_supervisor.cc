@@ -60,7 +60,7 @@ void JoinCgroups(const nlohmann::json& node) {
     // parent's at every level we created.
     if (!v2 && std::filesystem::exists(dir + "/cpuset.cpus")) {
       std::string level = root;
-      for (const std::string part : {std::string("hyperfleet"),
+      for (const std::string& part : {std::string("hyperfleet"),
                                      absl::StrCat("hyperfleet/", node.value("fleet_id", "")),
                                      rel}) {
         const std::string child = absl::StrCat(root, "/", part);
@@ -83,7 +83,7 @@ void JoinCgroups(const nlohmann::json& node) {
     if (v2_controllers && (vcpus > 0 || memory_bytes > 0)) {
       // Controllers must be enabled on every ancestor below the root (best effort).
       std::string parent = root;
-      for (const std::string part : {std::string("hyperfleet"),
+      for (const std::string& part : {std::string("hyperfleet"),
                                      absl::StrCat("hyperfleet/", node.value("fleet_id", ""))}) {
         WriteTo(parent + "/cgroup.subtree_control", "+cpu +memory");
         parent = absl::StrCat(root, "/", part);

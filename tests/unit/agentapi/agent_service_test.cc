@@ -177,6 +177,7 @@ TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {
   r = call("GET", "/agent/v1/bundle");
   EXPECT_EQ(r.status, 404) << r.body;
   EXPECT_NE(r.body.find("no lifecycle scripts found"), std::string::npos) << r.body;
+  EXPECT_EQ(json::parse(r.body)["reason"], "empty");
 }
 
 TEST_F(AgentServiceTest, LifecycleResultsAreRecordedOnceWithEventsAndLogMarkers) {

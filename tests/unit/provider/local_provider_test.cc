@@ -165,6 +165,7 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
 
   // Identity: hostname, hosts, agent.env.
   EXPECT_EQ(Sh(ia, "hostname"), a.hostname + "\n");
+  EXPECT_TRUE(WaitFor([&] { return Sh(ia, "cat /etc/hosts").find(b.private_ip + " ") != std::string::npos; }, 10s));
   const std::string hosts = Sh(ia, "cat /etc/hosts");
   EXPECT_NE(hosts.find(b.private_ip + " " + b.hostname + ".us-west-2.compute.internal " + b.hostname), std::string::npos) << hosts;
   EXPECT_NE(Sh(ia, "cat /etc/hyperfleet/agent.env").find("HF_AGENT_TOKEN=token-i-a"), std::string::npos);
@@ -225,7 +226,9 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
   ASSERT_TRUE(p->terminate("i-a").ok());
   EXPECT_EQ(Find(*p, "i-a")->state, InstanceState::kTerminating);
   ASSERT_TRUE(WaitFor([&] { return !Find(*p, "i-a").has_value(); }, 60s));
-  EXPECT_EQ(Sh(ib, "cat /etc/hosts").find(a.private_ip + " "), std::string::npos);
+  // Membership changes reach the other nodes' /etc/hosts shortly after (coalesced).
+  EXPECT_TRUE(WaitFor(
+      [&] { return Sh(ib, "cat /etc/hosts").find(a.private_ip + " ") == std::string::npos; }, 10s));
   ASSERT_TRUE(p->terminate("i-b").ok());
   ASSERT_TRUE(WaitFor([&] { return p->list("testcluster")->empty(); }, 60s));
   p.reset();
