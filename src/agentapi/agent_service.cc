@@ -238,20 +238,40 @@ StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller
     if (lcc.contains("OnInitComplete")) life["OnInitComplete"] = lcc["OnInitComplete"];
     add("/opt/ml/config/life_cycle_config.json", life);
     // provisioning_parameters.json travels with the scripts; HyperPod also puts a copy here.
-    auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
-    if (loc.ok()) {
-      auto params = bundles_.read(*loc, "provisioning_parameters.json");
-      if (params.ok()) {
-        json parsed = json::parse(*params, nullptr, false);
-        if (!parsed.is_discarded()) add("/opt/ml/config/provisioning_parameters.json", parsed);
-      }
+    if (auto params = provisioningParameters(lcc.value("SourceS3Uri", ""))) {
+      add("/opt/ml/config/provisioning_parameters.json", *params);
     }
   }
   add("/opt/ml/config/host_agent.json",
       json{{"ClusterArn", caller.cluster.arn}, {"InstanceId", caller.node.instance_id},
            {"InstanceGroupName", caller.node.group}});
-  const uint64_t revision = std::hash<std::string>{}(files.dump());
+  // 53 bits: an integer every JSON reader (and the agent's int64) keeps exactly.
+  const uint64_t revision = std::hash<std::string>{}(files.dump()) & ((uint64_t{1} << 53) - 1);
   return std::make_pair(std::move(files), revision);
+}
+
+std::optional<json> AgentService::provisioningParameters(const std::string& source_uri) {
+  const SystemTime now = clock_.now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = params_cache_.find(source_uri);
+    if (it != params_cache_.end() && now - it->second.first < kParamsCacheTtl) {
+      return it->second.second;
+    }
+  }
+  // Read at most once per TTL per bundle: heartbeats of every node ask for it.
+  std::optional<json> value;
+  auto loc = bundle::ParseS3Uri(source_uri);
+  if (loc.ok()) {
+    auto text = bundles_.read(*loc, "provisioning_parameters.json");
+    if (text.ok() && text->size() <= kMaxParamsBytes) {
+      json parsed = json::parse(*text, nullptr, false);
+      if (!parsed.is_discarded()) value = std::move(parsed);
+    }
+  }
+  std::lock_guard lock(mu_);
+  params_cache_[source_uri] = {now, value};
+  return value;
 }
 
 http::HttpResponse AgentService::registerNode(const Caller& caller, const json&) {
@@ -291,7 +311,7 @@ http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& bod
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   json out{{"files_revision", files->second}};
   const json& seen = body.contains("files_revision") ? body["files_revision"] : json();
-  if (!seen.is_number_unsigned() || seen.get<uint64_t>() != files->second) {
+  if (!seen.is_number_integer() || seen.get<int64_t>() != static_cast<int64_t>(files->second)) {
     out["files"] = files->first;
   }
   return Json(200, out);

@@ -58,7 +58,9 @@ ON_CREATE = textwrap.dedent("""\
     """)
 
 
-class NodesTest(unittest.TestCase):
+class NodeFixture(unittest.TestCase):
+    """A server with the local provider and lifecycle bundles in its local bucket."""
+
     @classmethod
     def setUpClass(cls):
         if os.geteuid() != 0:
@@ -168,7 +170,9 @@ class NodesTest(unittest.TestCase):
                                cls.server.endpoint, "--target", target, "--command", command],
                               env=cls.env, capture_output=True, text=True, timeout=60)
 
-    # -- the tests ----------------------------------------------------------------------
+
+
+class NodesTest(NodeFixture):
 
     def test_1_three_node_cluster(self):
         arn = self.create("nodes", [("controller", "ml.c5.xlarge", 1),
@@ -384,6 +388,45 @@ class NodesTest(unittest.TestCase):
             with open(os.path.join(self.server.data_dir, "local", "nodes", iid,
                                    "supervisor.pid")) as f:
                 self.assertEqual(f.read().strip(), pids[iid], "node was restarted, not adopted")
+
+
+class KilledNodeTest(NodeFixture):
+    """A node whose nspawn is killed leaves nothing running, and its deletion leaves nothing."""
+
+    def test_killed_nspawn_leaves_nothing(self):
+        arn = self.create("killed", [("workers", "ml.c5.xlarge", 1)])["ClusterArn"]
+        self.assertEqual(self.wait_status("killed", ["InService", "Failed"])["ClusterStatus"],
+                         "InService")
+        iid = self.nodes("killed")[0]["InstanceId"]
+        node_dir = os.path.join(self.server.data_dir, "local", "nodes", iid)
+        with open(os.path.join(node_dir, "nspawn.pid")) as f:
+            nspawn = int(f.read())
+        with open(os.path.join(self.server.data_dir, "local", "fleet-id")) as f:
+            fleet = f.read().strip()
+        cgroup = f"/sys/fs/cgroup/systemd/hyperfleet/{fleet}/{iid}"
+
+        def node_pids():
+            pids = []
+            for root, _, files in os.walk(cgroup):
+                if "cgroup.procs" in files:
+                    with open(os.path.join(root, "cgroup.procs")) as f:
+                        pids += [int(p) for p in f.read().split()]
+            return pids
+        self.assertTrue(node_pids(), "the node runs in its cgroup")
+        os.kill(nspawn, 9)
+        wait_until(lambda: self.nodes("killed")[0]["InstanceStatus"]["Status"] == "Failure",
+                   timeout=60, what="killed node reported")
+        wait_until(lambda: not node_pids(), timeout=30, what="the node's processes gone")
+        self.aws("sagemaker", "delete-cluster", "--cluster-name", "killed")
+        wait_until(lambda: "killed" not in self.cluster_names(), timeout=120,
+                   what="cluster deleted")
+        self.assertFalse(os.path.exists(cgroup))
+        self.assertFalse(os.path.exists(node_dir))
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn(iid, netns)
+        self.assertNotIn(arn.rsplit("/", 1)[1], os.listdir(
+            os.path.join(self.server.data_dir, "local", "clusters"))
+            if os.path.isdir(os.path.join(self.server.data_dir, "local", "clusters")) else [])
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,8 @@ class AgentService {
   http::HttpResponse lifecycle(const Caller& caller, const nlohmann::json& body);
   /// The node-contract files and their content hash ("files_revision").
   StatusOr<std::pair<nlohmann::json, uint64_t>> nodeFiles(const Caller& caller);
+  /// The bundle's provisioning_parameters.json (at most 1 MiB), cached for a while.
+  std::optional<nlohmann::json> provisioningParameters(const std::string& source_uri);
   void log(const Caller& caller, std::vector<LogLine> lines);
   void touch(const std::string& instance_id);
 
@@ -99,6 +102,10 @@ class AgentService {
   mutable std::mutex mu_;
   std::map<std::string, SystemTime> last_seen_;
   std::map<std::string, std::string> cluster_of_;  ///< instance id -> cluster id (cache)
+  static constexpr Duration kParamsCacheTtl = std::chrono::seconds(30);
+  static constexpr size_t kMaxParamsBytes = 1u << 20;
+  /// SourceS3Uri -> (when read, provisioning parameters or none).
+  std::map<std::string, std::pair<SystemTime, std::optional<nlohmann::json>>> params_cache_;
 };
 
 }  // namespace hf::agentapi

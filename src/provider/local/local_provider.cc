@@ -276,8 +276,34 @@ class LocalProvider::Impl {
                                       std::string(net.status().message()));
         });
       } else {
-        spawnLocked([this, rec] { setUp(rec, /*reboot=*/true); });
+        // The supervisor is gone (host restart, or it was killed): whatever is left of the
+        // node (an orphaned nspawn and its init) is stopped, then it boots again on the same
+        // disk, as after a reboot.
+        spawnLocked([this, rec] {
+          const std::string id = rec->spec.instance_id;
+          (void)local::KillCgroupTree(absl::StrCat("hyperfleet/", fleet_id_, "/", id), 10s);
+          if (auto nspawn = local::ReadPidFile(nodeDir(id) + "/nspawn.pid");
+              nspawn && local::ProcessMatches(*nspawn, {"systemd-nspawn", nodeDir(id)})) {
+            kill(*nspawn, SIGKILL);
+            (void)local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); },
+                                 5s);
+          }
+          const std::string merged = nodeDir(id) + "/merged";
+          if (local::IsMountPoint(merged)) umount2(merged.c_str(), MNT_DETACH);
+          setUp(rec, /*reboot=*/true);
+        });
       }
+    }
+    // Clusters left without nodes (e.g. the server died while deleting one): remove their
+    // bridge, IMDS namespace and directory.
+    std::set<std::string> with_nodes;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, rec] : nodes_) with_nodes.insert(rec->spec.cluster_id);
+    }
+    for (const auto& entry : fs::directory_iterator(root_ + "/clusters", ec)) {
+      const std::string cluster_id = entry.path().filename().string();
+      if (!with_nodes.count(cluster_id)) tearDownClusterIfEmpty(cluster_id);
     }
   }
 
@@ -408,6 +434,11 @@ class LocalProvider::Impl {
       ho.host = c.host_ip;
       ho.port = options_.agent_port;
       ho.io_threads = 1;
+      // Agents send small requests and heartbeat every few seconds: a node that holds
+      // connections open without using them is cut off sooner than an API client.
+      ho.idle_timeout_seconds = 30;
+      ho.io_timeout_seconds = 10;
+      ho.max_body_bytes = 4u << 20;
       HF_ASSIGN_OR_RETURN(c.agent_server, http::HttpServer::Start(ho, options_.agent_handler));
     }
     c.ready = true;
@@ -873,6 +904,11 @@ class LocalProvider::Impl {
       if (!local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); }, 10s)) {
         kill(*nspawn, SIGKILL);
       }
+    }
+    // Whatever still runs in the node's cgroups (an nspawn or init orphaned by a killed
+    // supervisor, a shell session) dies now: nothing of the node may outlive it.
+    if (!local::KillCgroupTree(absl::StrCat("hyperfleet/", fleet_id_, "/", id), 10s)) {
+      spdlog::warn("local provider: processes of {} survived SIGKILL", id);
     }
     const std::string merged = dir + "/merged";
     if (local::IsMountPoint(merged) && umount2(merged.c_str(), 0) != 0) {

@@ -220,6 +220,23 @@ int RunNodeSupervisor(const std::string& node_dir) {
     exit_code = code == 0 ? 0 : 1;
     break;
   }
+  // However nspawn ended (killed, crashed), nothing of the node may keep running: its init and
+  // services, orphaned, would stay in the node's cgroups. Kill all but ourselves.
+  const std::string rel = absl::StrCat("hyperfleet/", node.value("fleet_id", ""), "/",
+                                       node.value("instance_id", ""));
+  (void)local::WaitFor(
+      [&] {
+        bool others = false;
+        for (const std::string& root : local::CgroupHierarchies()) {
+          for (int pid : local::CgroupTreePids(root + "/" + rel)) {
+            if (pid == getpid()) continue;
+            others = true;
+            kill(pid, SIGKILL);
+          }
+        }
+        return !others;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(50));
   // nspawn leaves its per-machine propagation directory on the host.
   std::error_code ec;
   std::filesystem::remove_all("/run/systemd/nspawn/propagate/" + hostname, ec);

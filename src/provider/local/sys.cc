@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -227,6 +228,43 @@ void RemoveDirsDepthFirst(const std::string& dir) {
     if (entry.is_directory(ec) && !entry.is_symlink(ec)) RemoveDirsDepthFirst(entry.path());
   }
   rmdir(dir.c_str());
+}
+
+std::vector<int> CgroupTreePids(const std::string& dir) {
+  std::vector<int> pids;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return pids;
+  if (auto text = ReadFile(dir + "/cgroup.procs"); text.ok()) {
+    for (auto line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+      int pid = 0;
+      if (absl::SimpleAtoi(line, &pid) && pid > 0) pids.push_back(pid);
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory(ec) && !entry.is_symlink(ec)) {
+      auto below = CgroupTreePids(entry.path().string());
+      pids.insert(pids.end(), below.begin(), below.end());
+    }
+  }
+  return pids;
+}
+
+bool KillCgroupTree(const std::string& rel, std::chrono::milliseconds timeout) {
+  auto all = [&] {
+    std::vector<int> pids;
+    for (const std::string& root : CgroupHierarchies()) {
+      auto more = CgroupTreePids(root + "/" + rel);
+      pids.insert(pids.end(), more.begin(), more.end());
+    }
+    return pids;
+  };
+  return WaitFor(
+      [&] {
+        auto pids = all();
+        for (int pid : pids) kill(pid, SIGKILL);
+        return pids.empty();
+      },
+      timeout, std::chrono::milliseconds(50));
 }
 
 }  // namespace hf::provider::local

@@ -58,6 +58,15 @@ bool HaveProgram(const std::string& name);
 /// Removes `dir` and every directory below it with rmdir, deepest first (cgroups).
 void RemoveDirsDepthFirst(const std::string& dir);
 
+/// Pids listed in `dir`/cgroup.procs and in every cgroup below it.
+std::vector<int> CgroupTreePids(const std::string& dir);
+
+/// SIGKILLs every process in the cgroup `rel` (e.g. "hyperfleet/<fleet>/<instance>") of every
+/// hierarchy until none is left or `timeout` passes. A node's processes all live there (its
+/// init, its services, shell sessions joined to it), whatever happened to their parents.
+/// Returns true when the cgroups are empty.
+bool KillCgroupTree(const std::string& rel, std::chrono::milliseconds timeout);
+
 /// Waits until `done()` or `timeout` passes, polling every `step`. Returns done().
 template <class F>
 bool WaitFor(F done, std::chrono::milliseconds timeout,
