@@ -17,6 +17,8 @@ import harness  # noqa: E402
 
 GROUP = "/aws/sagemaker/Clusters/demo/abc123def456"
 STREAM = "LifecycleConfig/controller/i-0123456789abcdef0"
+# The --follow tests append to their own group, so that the exact counts above hold in any order.
+FOLLOW_GROUP = "/aws/sagemaker/Clusters/follow/fff123fff456"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS log_groups(
   id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, creation_ms INTEGER NOT NULL);
@@ -81,6 +83,7 @@ class LogsTest(unittest.TestCase):
                                        (cls.t0 + 2000, "ERROR: something failed")])
         append(cls.db, GROUP, "LifecycleConfig/worker/i-0fedcba9876543210",
                [(cls.t0 + 1500, "worker says hello")])
+        append(cls.db, FOLLOW_GROUP, STREAM, [(cls.t0, "first line to follow")])
         cls.server.start()
         cls.env = harness.aws_env(cls.server.endpoint)
 
@@ -101,7 +104,7 @@ class LogsTest(unittest.TestCase):
                               timeout=timeout, env=self.env)
 
     def test_describe_log_groups(self):
-        r = self.aws("describe-log-groups", "--log-group-name-prefix", "/aws/sagemaker/")
+        r = self.aws("describe-log-groups", "--log-group-name-prefix", "/aws/sagemaker/Clusters/demo")
         self.assertEqual(r.returncode, 0, r.stderr)
         groups = json.loads(r.stdout)["logGroups"]
         self.assertEqual([g["logGroupName"] for g in groups], [GROUP])
@@ -174,7 +177,7 @@ class LogsTest(unittest.TestCase):
         try:
             first = proc.stdout.readline()  # it has printed the existing events
             self.assertTrue(first, proc.stderr.read() if proc.poll() is not None else "")
-            append(self.db, GROUP, STREAM, [(int(time.time() * 1000), marker)])
+            append(self.db, FOLLOW_GROUP, STREAM, [(int(time.time() * 1000), marker)])
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 line = proc.stdout.readline()
@@ -190,7 +193,8 @@ class LogsTest(unittest.TestCase):
             proc.stderr.close()
 
     def test_hyperfleet_logs_tail_follow(self):
-        line = self.follow([harness.BINARY, "logs", "tail", GROUP, "--since", "1h", "--follow",
+        line = self.follow([harness.BINARY, "logs", "tail", FOLLOW_GROUP, "--since", "1h",
+                            "--follow",
                             "--endpoint-url", self.server.endpoint], "followed by hyperfleet")
         self.assertIn(STREAM, line)
 
@@ -204,7 +208,7 @@ class LogsTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         mine = self.hyperfleet("tail", GROUP, "--since", "1h", "--format", "short")
         self.assertEqual(r.stdout, mine.stdout)
-        line = self.follow([binary, "logs", "tail", GROUP, "--since", "1h", "--follow",
+        line = self.follow([binary, "logs", "tail", FOLLOW_GROUP, "--since", "1h", "--follow",
                             "--endpoint-url", self.server.endpoint], "followed by aws")
         self.assertIn(STREAM, line)
 

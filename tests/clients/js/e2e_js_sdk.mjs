@@ -65,7 +65,7 @@ async function startServer(bootDelayMs) {
   const proc = spawn(BINARY, [
     "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
     "--access-key-id", ACCESS_KEY, "--secret-access-key", SECRET_KEY,
-    "--fake-boot-delay-ms", String(bootDelayMs),
+    "--provider", "fake", "--fake-boot-delay-ms", String(bootDelayMs),
   ], { stdio: ["ignore", "pipe", log] });
   closeSync(log);
   const lines = createInterface({ input: proc.stdout });

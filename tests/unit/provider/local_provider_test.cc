@@ -71,10 +71,20 @@ class LocalProviderTest : public ::testing::Test {
     options_.stop_timeout_seconds = 15;
   }
   void TearDown() override {
-    if (!data_dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(data_dir_, ec);
+    if (data_dir_.empty()) return;
+    // A test that failed half-way leaves nodes running (they outlive their provider by
+    // design): adopt them and terminate them, so that nothing leaks into later tests.
+    std::error_code ec;
+    if (fs::exists(data_dir_ + "/local/nodes") && !fs::is_empty(data_dir_ + "/local/nodes", ec)) {
+      auto p = LocalProvider::Create(options_);
+      if (p.ok()) {
+        for (const auto& entry : fs::directory_iterator(data_dir_ + "/local/nodes", ec)) {
+          (void)(*p)->terminate(entry.path().filename().string());
+        }
+        EXPECT_TRUE(WaitFor([&] { return (*p)->list("testcluster")->empty(); }, 90s));
+      }
     }
+    fs::remove_all(data_dir_, ec);
   }
   std::unique_ptr<LocalProvider> Make() {
     auto p = LocalProvider::Create(options_);
