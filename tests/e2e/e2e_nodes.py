@@ -115,7 +115,8 @@ class NodeFixture(unittest.TestCase):
 
     @classmethod
     def aws(cls, *args, check=True):
-        r = subprocess.run(["aws", *args, "--output", "json"], env=cls.env,
+        r = subprocess.run(["aws", *args, "--output", "json", "--endpoint-url",
+                            cls.server.endpoint], env=cls.env,
                            capture_output=True, text=True, timeout=120)
         if check and r.returncode != 0:
             raise AssertionError(f"aws {' '.join(args)} failed: {r.stderr}")
