@@ -1,0 +1,48 @@
+#pragma once
+// slurm.conf as HyperPod's cluster agent writes it on a Slurm cluster's controller
+// (node-contract.md §a.3, §a.5): configless, node names = hostnames ip-a-b-c-d with their
+// addresses, CPUs, memory and GPUs from the instance type, a `dev` partition with every node
+// and one partition per worker group. Pure functions of the cluster, its nodes and the
+// instance catalog; the control plane writes the result (issue 4 wires it).
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/model/cluster.h"
+#include "hyperfleet/model/instance_catalog.h"
+
+namespace hf::slurm {
+
+/// Which instance group plays which Slurm role.
+struct SlurmRoles {
+  std::string controller_group;  ///< runs slurmctld (its first node is the primary)
+  std::string login_group;       ///< empty when the cluster has none
+  /// Worker (compute) groups and the partition each one's nodes join besides `dev`.
+  std::map<std::string, std::string> worker_partitions;
+};
+
+/// Roles from the API when any group has InstanceGroups[].SlurmConfig (NodeType Controller,
+/// Login or Compute; PartitionNames[0], default: the group's instance type), else from the
+/// bundle's provisioning_parameters.json (controller_group, login_group, worker_groups[]
+/// {instance_group_name, partition_name}; groups it does not name are workers in a partition
+/// named after their instance type), as HyperPod reads them. `provisioning_parameters` may be
+/// null. Errors: InvalidArgument naming the field when there is no controller group, more
+/// than one, or a role names a group the cluster does not have.
+StatusOr<SlurmRoles> SlurmRolesOf(const model::Cluster& cluster,
+                                  const nlohmann::json& provisioning_parameters);
+
+/// The whole slurm.conf for `cluster` with its `nodes` (nodes shutting down or without an
+/// address are left out). The controller's first node (by launch time) is SlurmctldHost;
+/// login and worker nodes get NodeName lines with CPUs (vCPUs), RealMemory (MiB, the
+/// instance type's memory) and Gres=gpu:N for NVIDIA GPUs. Errors: FailedPrecondition when the
+/// controller has no node with an address yet; InvalidArgument for an instance type missing
+/// from `catalog`.
+StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
+                                      const std::vector<model::Node>& nodes,
+                                      const SlurmRoles& roles,
+                                      const model::InstanceCatalog& catalog);
+
+}  // namespace hf::slurm

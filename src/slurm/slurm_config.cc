@@ -1,0 +1,176 @@
+#include "hyperfleet/slurm/slurm_config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace hf::slurm {
+namespace {
+
+using nlohmann::json;
+namespace is = model::instance_status;
+
+bool HasGroup(const model::Cluster& c, const std::string& name) {
+  return c.group(name) != nullptr;
+}
+
+/// Live nodes of `group` with an address, oldest first.
+std::vector<const model::Node*> Members(const std::vector<model::Node>& nodes,
+                                        const std::string& group) {
+  std::vector<const model::Node*> out;
+  for (const auto& n : nodes) {
+    if (n.group == group && n.status != is::kShuttingDown && !n.private_ip.empty() &&
+        !n.hostname.empty()) {
+      out.push_back(&n);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const model::Node* a, const model::Node* b) {
+    if (a->launch_time != b->launch_time) return a->launch_time < b->launch_time;
+    return a->instance_id < b->instance_id;
+  });
+  return out;
+}
+
+}  // namespace
+
+StatusOr<SlurmRoles> SlurmRolesOf(const model::Cluster& cluster,
+                                  const json& provisioning_parameters) {
+  SlurmRoles roles;
+  bool api_roles = false;
+  for (const auto& g : cluster.groups) api_roles |= g.spec.contains("SlurmConfig");
+  if (api_roles) {
+    for (const auto& g : cluster.groups) {
+      const json sc = g.spec.value("SlurmConfig", json::object());
+      const std::string type = sc.value("NodeType", "Compute");
+      if (type == "Controller") {
+        if (!roles.controller_group.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "InstanceGroups[].SlurmConfig.NodeType: more than one Controller group (",
+              roles.controller_group, ", ", g.name, ")"));
+        }
+        roles.controller_group = g.name;
+      } else if (type == "Login") {
+        roles.login_group = g.name;
+      } else {
+        const json names = sc.value("PartitionNames", json::array());
+        roles.worker_partitions[g.name] =
+            names.empty() ? g.instance_type : names[0].get<std::string>();
+      }
+    }
+  } else if (provisioning_parameters.is_object()) {
+    roles.controller_group = provisioning_parameters.value("controller_group", "");
+    roles.login_group = provisioning_parameters.value("login_group", "");
+    for (const auto& w : provisioning_parameters.value("worker_groups", json::array())) {
+      if (!w.is_object()) continue;
+      const std::string name = w.value("instance_group_name", "");
+      if (!HasGroup(cluster, name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "provisioning_parameters.json: worker_groups names instance group '", name,
+            "', which cluster ", cluster.name, " does not have"));
+      }
+      roles.worker_partitions[name] =
+          w.value("partition_name", cluster.group(name)->instance_type);
+    }
+    for (const auto& g : cluster.groups) {
+      if (g.name != roles.controller_group && g.name != roles.login_group &&
+          !roles.worker_partitions.count(g.name)) {
+        roles.worker_partitions[g.name] = g.instance_type;
+      }
+    }
+  }
+  if (roles.controller_group.empty()) {
+    return absl::InvalidArgumentError(
+        "no Slurm controller group: set InstanceGroups[].SlurmConfig.NodeType to Controller "
+        "for one group, or controller_group in provisioning_parameters.json");
+  }
+  for (const auto& [what, name] : {std::pair{"controller_group", roles.controller_group},
+                                   std::pair{"login_group", roles.login_group}}) {
+    if (!name.empty() && !HasGroup(cluster, name)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " names instance group '", name,
+                                                     "', which cluster ", cluster.name,
+                                                     " does not have"));
+    }
+  }
+  return roles;
+}
+
+StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
+                                      const std::vector<model::Node>& nodes,
+                                      const SlurmRoles& roles,
+                                      const model::InstanceCatalog& catalog) {
+  const auto controllers = Members(nodes, roles.controller_group);
+  if (controllers.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "controller group ", roles.controller_group, " has no node with an address yet"));
+  }
+  const model::Node& primary = *controllers.front();
+  std::string out = absl::StrCat(
+      "# slurm.conf of cluster ", cluster.name, ", written by the Hyperfleet control plane.\n",
+      "# Scaling and node replacement rewrite it: local edits may be overwritten.\n",
+      "ClusterName=", cluster.name, "\n",
+      "SlurmctldHost=", primary.hostname, "(", primary.private_ip, ")\n",
+      "SlurmctldParameters=enable_configless\n",
+      // Instance types larger than the host must not drain their nodes.
+      "SlurmdParameters=config_overrides\n",
+      "AuthType=auth/munge\nCredType=cred/munge\nSlurmUser=slurm\nSlurmdUser=root\n",
+      "SlurmctldPort=6817\nSlurmdPort=6818\n",
+      "StateSaveLocation=/var/spool/slurmctld\nSlurmdSpoolDir=/var/spool/slurmd\n",
+      "SlurmctldPidFile=/run/slurmctld.pid\nSlurmdPidFile=/run/slurmd.pid\n",
+      "SlurmctldLogFile=/var/log/slurm/slurmctld.log\nSlurmdLogFile=/var/log/slurm/slurmd.log\n",
+      "ProctrackType=proctrack/linuxproc\n",
+      "# Required for auto-resume (srun --auto-resume=1), as on HyperPod.\n",
+      "TaskPlugin=task/none\n",
+      "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n",
+      "SchedulerType=sched/backfill\nMpiDefault=none\nReturnToService=1\n");
+  std::string node_lines;
+
+  // Login nodes first, then workers by group name: stable output for the same cluster.
+  std::vector<std::string> groups;
+  if (!roles.login_group.empty()) groups.push_back(roles.login_group);
+  for (const auto& [g, _] : roles.worker_partitions) groups.push_back(g);
+  std::map<std::string, std::vector<std::string>> partitions;  // name -> node names
+  std::vector<std::string> all;
+  bool gpus = false;
+  for (const auto& group : groups) {
+    const model::InstanceGroup* g = cluster.group(group);
+    if (!g) continue;
+    const model::InstanceTypeSpec* spec = catalog.find(g->instance_type);
+    if (!spec) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "instance group ", group, ": instance type '", g->instance_type,
+          "' is not in the instance catalog"));
+    }
+    const auto memory_mib = static_cast<long long>(std::floor(spec->memory_gib * 1024));
+    for (const model::Node* n : Members(nodes, group)) {
+      absl::StrAppend(&node_lines, "NodeName=", n->hostname, " NodeHostname=", n->hostname,
+                      " NodeAddr=", n->private_ip, " CPUs=", spec->vcpus,
+                      " RealMemory=", memory_mib);
+      if (spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu &&
+          spec->accelerator_count > 0) {
+        absl::StrAppend(&node_lines, " Gres=gpu:", spec->accelerator_count);
+        gpus = true;
+      }
+      absl::StrAppend(&node_lines, " State=UNKNOWN\n");
+      all.push_back(n->hostname);
+      auto it = roles.worker_partitions.find(group);
+      if (it != roles.worker_partitions.end()) partitions[it->second].push_back(n->hostname);
+    }
+  }
+  if (gpus) absl::StrAppend(&out, "GresTypes=gpu\n");
+  absl::StrAppend(&out, "Include accounting.conf\n\n", node_lines);
+  if (all.empty()) {
+    absl::StrAppend(&out, "# No login or worker node yet.\n");
+    return out;
+  }
+  absl::StrAppend(&out, "\nPartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n");
+  for (const auto& [name, members] : partitions) {
+    if (name == "dev") continue;  // `dev` already has every node
+    absl::StrAppend(&out, "PartitionName=", name, " Nodes=", absl::StrJoin(members, ","),
+                    " MaxTime=INFINITE State=UP\n");
+  }
+  return out;
+}
+
+}  // namespace hf::slurm

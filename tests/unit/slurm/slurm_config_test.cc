@@ -1,0 +1,152 @@
+// slurm.conf rendering: roles from the API or provisioning_parameters.json, HyperPod's dialect,
+// node resources from the instance catalog, partitions per worker group.
+#include <gtest/gtest.h>
+
+#include "hyperfleet/slurm/slurm_config.h"
+
+namespace hf::slurm {
+namespace {
+
+using nlohmann::json;
+
+model::InstanceGroup Group(const std::string& name, const std::string& type, int count,
+                           json slurm_config = nullptr) {
+  model::InstanceGroup g;
+  g.name = name;
+  g.instance_type = type;
+  g.target_count = count;
+  g.spec = {{"InstanceGroupName", name}, {"InstanceType", type}, {"InstanceCount", count}};
+  if (!slurm_config.is_null()) g.spec["SlurmConfig"] = slurm_config;
+  return g;
+}
+
+model::Node Node(const std::string& group, const std::string& ip, int order) {
+  model::Node n;
+  n.instance_id = "i-0000000000000000" + std::to_string(order);
+  n.group = group;
+  n.status = model::instance_status::kRunning;
+  n.private_ip = ip;
+  std::string host = "ip-" + ip;
+  std::replace(host.begin(), host.end(), '.', '-');
+  n.hostname = host;
+  n.launch_time = FromEpochSeconds(1'800'000'000 + order);
+  return n;
+}
+
+model::Cluster Cluster(std::vector<model::InstanceGroup> groups) {
+  model::Cluster c;
+  c.id = "abcdefabcdef";
+  c.name = "ml-cluster";
+  c.groups = std::move(groups);
+  return c;
+}
+
+const json kParams = {{"version", "1.0.0"},
+                      {"workload_manager", "slurm"},
+                      {"controller_group", "controller-machine"},
+                      {"login_group", "login-group"},
+                      {"worker_groups",
+                       {{{"instance_group_name", "worker-group-1"},
+                         {"partition_name", "ml.g5.8xlarge"}}}}};
+
+TEST(SlurmRoles, FromProvisioningParameters) {
+  auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                    Group("login-group", "ml.m5.xlarge", 1),
+                    Group("worker-group-1", "ml.g5.8xlarge", 2),
+                    Group("worker-group-2", "ml.c5.4xlarge", 1)});
+  auto roles = SlurmRolesOf(c, kParams);
+  ASSERT_TRUE(roles.ok()) << roles.status();
+  EXPECT_EQ(roles->controller_group, "controller-machine");
+  EXPECT_EQ(roles->login_group, "login-group");
+  EXPECT_EQ(roles->worker_partitions,
+            (std::map<std::string, std::string>{{"worker-group-1", "ml.g5.8xlarge"},
+                                                {"worker-group-2", "ml.c5.4xlarge"}}));
+}
+
+TEST(SlurmRoles, TheApisSlurmConfigWins) {
+  auto c = Cluster({Group("head", "ml.c5.xlarge", 1, {{"NodeType", "Controller"}}),
+                    Group("gpu", "ml.g5.8xlarge", 2,
+                          {{"NodeType", "Compute"}, {"PartitionNames", {"training"}}})});
+  auto roles = SlurmRolesOf(c, kParams);  // names groups this cluster lacks: ignored
+  ASSERT_TRUE(roles.ok()) << roles.status();
+  EXPECT_EQ(roles->controller_group, "head");
+  EXPECT_EQ(roles->worker_partitions.at("gpu"), "training");
+}
+
+TEST(SlurmRoles, ClearErrors) {
+  auto c = Cluster({Group("a", "ml.c5.xlarge", 1), Group("b", "ml.c5.xlarge", 1)});
+  auto none = SlurmRolesOf(c, json());
+  EXPECT_TRUE(absl::IsInvalidArgument(none.status()));
+  EXPECT_NE(std::string(none.status().message()).find("controller"), std::string::npos);
+  auto unknown = SlurmRolesOf(c, json{{"controller_group", "nope"}});
+  EXPECT_NE(std::string(unknown.status().message()).find("'nope'"), std::string::npos);
+  auto two = SlurmRolesOf(Cluster({Group("a", "ml.c5.xlarge", 1, {{"NodeType", "Controller"}}),
+                                   Group("b", "ml.c5.xlarge", 1, {{"NodeType", "Controller"}})}),
+                          json());
+  EXPECT_NE(std::string(two.status().message()).find("more than one Controller"),
+            std::string::npos);
+}
+
+TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
+  auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                    Group("login-group", "ml.m5.xlarge", 1),
+                    Group("worker-group-1", "ml.g5.8xlarge", 2)});
+  std::vector<model::Node> nodes = {Node("controller-machine", "10.1.0.5", 1),
+                                    Node("login-group", "10.1.0.6", 2),
+                                    Node("worker-group-1", "10.1.0.8", 4),
+                                    Node("worker-group-1", "10.1.0.7", 3)};
+  auto gone = Node("worker-group-1", "10.1.0.9", 5);
+  gone.status = model::instance_status::kShuttingDown;
+  nodes.push_back(gone);
+  auto roles = SlurmRolesOf(c, kParams).value();
+  auto conf = RenderSlurmConf(c, nodes, roles, model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  const std::string& s = *conf;
+  for (const char* line : {
+           "ClusterName=ml-cluster\n",
+           "SlurmctldHost=ip-10-1-0-5(10.1.0.5)\n",
+           "SlurmctldParameters=enable_configless\n",
+           "SlurmdParameters=config_overrides\n",
+           "TaskPlugin=task/none\n",
+           "GresTypes=gpu\n",
+           "Include accounting.conf\n",
+           "NodeName=ip-10-1-0-6 NodeHostname=ip-10-1-0-6 NodeAddr=10.1.0.6 CPUs=4 "
+           "RealMemory=16384 State=UNKNOWN\n",
+           "NodeName=ip-10-1-0-7 NodeHostname=ip-10-1-0-7 NodeAddr=10.1.0.7 CPUs=32 "
+           "RealMemory=131072 Gres=gpu:1 State=UNKNOWN\n",
+           "PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
+           "PartitionName=ml.g5.8xlarge Nodes=ip-10-1-0-7,ip-10-1-0-8 MaxTime=INFINITE "
+           "State=UP\n"}) {
+    EXPECT_NE(s.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << s;
+  }
+  // The controller runs slurmctld, not slurmd; nodes going away are gone from Slurm.
+  EXPECT_EQ(s.find("NodeName=ip-10-1-0-5"), std::string::npos);
+  EXPECT_EQ(s.find("10.1.0.9"), std::string::npos);
+  // Workers keep their launch order in the partition list.
+  EXPECT_LT(s.find("NodeName=ip-10-1-0-7"), s.find("NodeName=ip-10-1-0-8"));
+}
+
+TEST(SlurmConf, NoControllerAddressYetAndUnknownTypes) {
+  auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                    Group("worker-group-1", "ml.c5.4xlarge", 1)});
+  auto roles = SlurmRolesOf(c, kParams);
+  ASSERT_FALSE(roles.ok());  // kParams names a login group this cluster lacks
+  roles = SlurmRolesOf(c, json{{"controller_group", "controller-machine"}});
+  ASSERT_TRUE(roles.ok()) << roles.status();
+  auto pending = Node("controller-machine", "", 1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      RenderSlurmConf(c, {pending}, *roles, model::InstanceCatalog::Embedded()).status()));
+  auto cpu_only = RenderSlurmConf(c, {Node("controller-machine", "10.1.0.5", 1)}, *roles,
+                                  model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(cpu_only.ok());
+  EXPECT_EQ(cpu_only->find("GresTypes"), std::string::npos);
+  EXPECT_NE(cpu_only->find("No login or worker node yet"), std::string::npos);
+  c.groups[1].instance_type = "ml.unknown.type";
+  auto bad = RenderSlurmConf(c, {Node("controller-machine", "10.1.0.5", 1),
+                                 Node("worker-group-1", "10.1.0.6", 2)},
+                             *roles, model::InstanceCatalog::Embedded());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+}
+
+}  // namespace
+}  // namespace hf::slurm
