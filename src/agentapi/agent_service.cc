@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "hyperfleet/model/instance_catalog.h"
+#include "hyperfleet/slurm/slurm_config.h"
 
 namespace hf::agentapi {
 namespace {
@@ -238,8 +240,21 @@ StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller
     if (lcc.contains("OnInitComplete")) life["OnInitComplete"] = lcc["OnInitComplete"];
     add("/opt/ml/config/life_cycle_config.json", life);
     // provisioning_parameters.json travels with the scripts; HyperPod also puts a copy here.
-    if (auto params = provisioningParameters(lcc.value("SourceS3Uri", ""))) {
-      add("/opt/ml/config/provisioning_parameters.json", *params);
+    auto params = provisioningParameters(lcc.value("SourceS3Uri", ""));
+    if (params) add("/opt/ml/config/provisioning_parameters.json", *params);
+    // On the controller, slurm.conf as HyperPod's cluster agent writes it before the
+    // lifecycle scripts run (they wait for it); refreshed as the cluster changes.
+    auto roles = slurm::SlurmRolesOf(caller.cluster, params.value_or(json()));
+    if (roles.ok() && roles->controller_group == caller.node.group) {
+      auto conf = slurm::RenderSlurmConf(caller.cluster, nodes, *roles,
+                                         model::InstanceCatalog::Embedded());
+      if (!conf.ok()) {
+        spdlog::debug("no slurm.conf for cluster {} yet: {}", caller.cluster.name,
+                      std::string(conf.status().message()));
+      }
+      if (conf.ok()) {
+        files.push_back({{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", *conf}});
+      }
     }
   }
   add("/opt/ml/config/host_agent.json",

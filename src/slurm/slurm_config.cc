@@ -136,14 +136,16 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
   for (const auto& group : groups) {
     const model::InstanceGroup* g = cluster.group(group);
     if (!g) continue;
-    const model::InstanceTypeSpec* spec = catalog.find(g->instance_type);
-    if (!spec) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "instance group ", group, ": instance type '", g->instance_type,
-          "' is not in the instance catalog"));
-    }
-    const auto memory_mib = static_cast<long long>(std::floor(spec->memory_gib * 1024));
     for (const model::Node* n : Members(nodes, group)) {
+      // The node's own type (a group with InstanceRequirements has several).
+      const std::string& type = n->instance_type.empty() ? g->instance_type : n->instance_type;
+      const model::InstanceTypeSpec* spec = catalog.find(type);
+      if (!spec) {
+        return absl::InvalidArgumentError(absl::StrCat("instance group ", group,
+                                                       ": instance type '", type,
+                                                       "' is not in the instance catalog"));
+      }
+      const auto memory_mib = static_cast<long long>(std::floor(spec->memory_gib * 1024));
       absl::StrAppend(&node_lines, "NodeName=", n->hostname, " NodeHostname=", n->hostname,
                       " NodeAddr=", n->private_ip, " CPUs=", spec->vcpus,
                       " RealMemory=", memory_mib);

@@ -217,6 +217,14 @@ class NodesTest(NodeFixture):
         on_ctl = lambda cmd: self.run_on(cluster_id, "controller", ctl["InstanceId"], cmd)
         on_wrk = lambda cmd: self.run_on(cluster_id, "workers", wrk["InstanceId"], cmd)
 
+        # The controller has slurm.conf in HyperPod's dialect before its scripts run; workers
+        # do not (configless).
+        conf = on_ctl("cat /opt/slurm/etc/slurm.conf").stdout
+        self.assertIn(f"SlurmctldHost={ctl_host}({ctl['PrivatePrimaryIp']})", conf)
+        self.assertIn(f"NodeName={wrk_host} NodeHostname={wrk_host} "
+                      f"NodeAddr={wrk['PrivatePrimaryIp']} CPUs=16", conf)
+        self.assertNotEqual(on_wrk("test -e /opt/slurm/etc/slurm.conf").returncode, 0)
+
         # Sessions run on the right node.
         self.assertEqual(on_ctl("hostname").stdout.strip(), ctl_host)
         self.assertEqual(on_wrk("hostname").stdout.strip(), wrk_host)

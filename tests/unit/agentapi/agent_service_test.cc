@@ -149,6 +149,23 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   EXPECT_TRUE(rc["InstanceGroups"][2]["Instances"].is_null());
   ASSERT_TRUE(files.count("/opt/ml/config/provisioning_parameters.json"));
   EXPECT_EQ(files["/opt/ml/config/provisioning_parameters.json"]["controller_group"], "ctl");
+  // slurm.conf goes to the controller only (workers fetch it: configless).
+  bool worker_has_conf = false;
+  for (const auto& f : body["files"]) worker_has_conf |= f["path"] == "/opt/slurm/etc/slurm.conf";
+  EXPECT_FALSE(worker_has_conf);
+  json ctl = json::parse(
+      call("POST", "/agent/v1/register", json::object(), "i-00000000000000001").body);
+  std::string conf;
+  for (const auto& f : ctl["files"]) {
+    if (f["path"] == "/opt/slurm/etc/slurm.conf") {
+      conf = f["content"];
+      EXPECT_EQ(f["mode"], 0644);
+    }
+  }
+  EXPECT_NE(conf.find("SlurmctldHost=ip-10-224-0-2(10.224.0.2)"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("NodeName=ip-10-224-0-3 NodeHostname=ip-10-224-0-3 NodeAddr=10.224.0.3"),
+            std::string::npos)
+      << conf;
 
   // A heartbeat with the same revision gets no files; a stale one gets them again.
   json hb = json::parse(call("POST", "/agent/v1/heartbeat",

@@ -20,8 +20,10 @@ model::InstanceGroup Group(const std::string& name, const std::string& type, int
   return g;
 }
 
-model::Node Node(const std::string& group, const std::string& ip, int order) {
+model::Node Node(const std::string& group, const std::string& ip, int order,
+                 const std::string& type = "") {
   model::Node n;
+  n.instance_type = type;
   n.instance_id = "i-0000000000000000" + std::to_string(order);
   n.group = group;
   n.status = model::instance_status::kRunning;
@@ -141,6 +143,12 @@ TEST(SlurmConf, NoControllerAddressYetAndUnknownTypes) {
   ASSERT_TRUE(cpu_only.ok());
   EXPECT_EQ(cpu_only->find("GresTypes"), std::string::npos);
   EXPECT_NE(cpu_only->find("No login or worker node yet"), std::string::npos);
+  // The node's own instance type counts (groups with InstanceRequirements have several).
+  auto own = RenderSlurmConf(c, {Node("controller-machine", "10.1.0.5", 1),
+                                 Node("worker-group-1", "10.1.0.6", 2, "ml.c5.xlarge")},
+                             *roles, model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_NE(own->find("NodeAddr=10.1.0.6 CPUs=4 RealMemory=8192"), std::string::npos) << *own;
   c.groups[1].instance_type = "ml.unknown.type";
   auto bad = RenderSlurmConf(c, {Node("controller-machine", "10.1.0.5", 1),
                                  Node("worker-group-1", "10.1.0.6", 2)},
