@@ -51,6 +51,36 @@ int NestingDepth(std::string_view text) {
 
 constexpr int kMaxNestingDepth = 64;
 
+/// The JSON 1.1 body of `req`: checks its Content-Type (`wanted` ends the error message),
+/// nesting depth and JSON syntax. An empty body is an empty request, as botocore sends for
+/// operations without input. Errors: UnknownOperationException (Content-Type),
+/// SerializationException (nesting, malformed JSON).
+StatusOr<nlohmann::json> DecodeBody(const http::HttpRequest& req, std::string_view wanted) {
+  const auto content_type = req.header("Content-Type");
+  const std::string media = content_type ? MediaType(*content_type) : "";
+  if (media != kContentType && media != "application/x-amz-json-1.0") {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat(
+            "Unsupported Content-Type '", content_type ? std::string(*content_type) : "",
+            "': ", std::string(wanted))),
+        "UnknownOperationException");
+  }
+  if (NestingDepth(req.body) > kMaxNestingDepth) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat("The request body nests deeper than ",
+                                                kMaxNestingDepth, " levels.")),
+        "SerializationException");
+  }
+  nlohmann::json body = req.body.empty() ? nlohmann::json::object()
+                                         : nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return WithAwsErrorType(
+        absl::InvalidArgumentError("The request body is not a JSON object (malformed JSON)."),
+        "SerializationException");
+  }
+  return body;
+}
+
 }  // namespace
 
 ApiHandler::ApiHandler(const model::ServiceModel& model, ClusterOperations& clusters,
@@ -87,28 +117,8 @@ StatusOr<nlohmann::json> ApiHandler::dispatchTo(JsonService& service,
         absl::InvalidArgumentError(absl::StrCat("Unknown operation ", target, ".")),
         "UnknownOperationException");
   }
-  const auto content_type = req.header("Content-Type");
-  const std::string media = content_type ? MediaType(*content_type) : "";
-  if (media != kContentType && media != "application/x-amz-json-1.0") {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError(absl::StrCat(
-            "Unsupported Content-Type '", content_type ? std::string(*content_type) : "",
-            "': expected application/x-amz-json-1.1.")),
-        "UnknownOperationException");
-  }
-  if (NestingDepth(req.body) > kMaxNestingDepth) {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError(absl::StrCat("The request body nests deeper than ",
-                                                kMaxNestingDepth, " levels.")),
-        "SerializationException");
-  }
-  nlohmann::json body = req.body.empty() ? nlohmann::json::object()
-                                         : nlohmann::json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError("The request body is not a JSON object (malformed JSON)."),
-        "SerializationException");
-  }
+  HF_ASSIGN_OR_RETURN(nlohmann::json body,
+                      DecodeBody(req, "expected application/x-amz-json-1.1."));
   if (Status valid = service.model().validateInput(op, body); !valid.ok()) {
     if (AwsErrorTypeOf(valid)) return valid;
     return WithAwsErrorType(std::move(valid), service.validationErrorType());
@@ -134,29 +144,8 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
         absl::InvalidArgumentError(absl::StrCat("Unknown operation SageMaker.", op, ".")),
         "UnknownOperationException");
   }
-  const auto content_type = req.header("Content-Type");
-  const std::string media = content_type ? MediaType(*content_type) : "";
-  if (media != kContentType && media != "application/x-amz-json-1.0") {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError(absl::StrCat(
-            "Unsupported Content-Type '", content_type ? std::string(*content_type) : "",
-            "': the SageMaker API takes application/x-amz-json-1.1.")),
-        "UnknownOperationException");
-  }
-  if (NestingDepth(req.body) > kMaxNestingDepth) {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError(absl::StrCat("The request body nests deeper than ",
-                                                kMaxNestingDepth, " levels.")),
-        "SerializationException");
-  }
-  // An empty body is an empty request, as botocore sends for operations without input.
-  nlohmann::json body = req.body.empty() ? nlohmann::json::object()
-                                         : nlohmann::json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError("The request body is not a JSON object (malformed JSON)."),
-        "SerializationException");
-  }
+  HF_ASSIGN_OR_RETURN(nlohmann::json body,
+                      DecodeBody(req, "the SageMaker API takes application/x-amz-json-1.1."));
   HF_RETURN_IF_ERROR(model_.validateInput(op, body));
   if (!clusters_.implements(op)) {
     return absl::UnimplementedError(

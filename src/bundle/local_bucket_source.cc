@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "hyperfleet/bundle/bundle_source.h"
+#include "bundle/bundle_limits.h"
 
 namespace hf::bundle {
 namespace fs = std::filesystem;
@@ -22,12 +23,6 @@ std::string StripTrailingSlash(std::string s) {
   return s;
 }
 
-Status TooLarge(const std::string& where, const BundleLimits& limits) {
-  return absl::FailedPreconditionError(
-      "lifecycle bundle at " + where + " is larger than " +
-      std::to_string(limits.max_total_bytes) + " bytes (the limit)");
-}
-
 struct Walk {
   const fs::path& bucket;  // canonical
   const std::string& where;
@@ -37,16 +32,7 @@ struct Walk {
   std::set<fs::path> visited;  // canonical directories, so symlink loops end
 
   Status Add(std::string key, uint64_t size) {
-    if (objects.size() >= limits.max_objects) {
-      return absl::FailedPreconditionError("lifecycle bundle at " + where +
-                                           " has more than " +
-                                           std::to_string(limits.max_objects) +
-                                           " objects (the limit)");
-    }
-    total += size;
-    if (size > limits.max_total_bytes || total > limits.max_total_bytes) {
-      return TooLarge(where, limits);
-    }
+    HF_RETURN_IF_ERROR(CountBundleObject(limits, where, objects.size(), size, &total));
     objects.push_back({std::move(key), size});
     return absl::OkStatus();
   }

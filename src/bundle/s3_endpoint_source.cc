@@ -7,6 +7,7 @@
 #include <set>
 
 #include "hyperfleet/bundle/bundle_source.h"
+#include "bundle/bundle_limits.h"
 #include "hyperfleet/http/http_client.h"
 
 namespace hf::bundle {
@@ -165,19 +166,7 @@ StatusOr<std::vector<BundleObject>> S3EndpointSource::list(const S3Location& loc
       // Folder placeholders ("Create folder" in the console) are not files.
       if (relative.empty() || (relative.back() == '/' && size == 0)) continue;
       HF_RETURN_IF_ERROR(CheckRelativeKey(relative, where));
-      if (objects.size() >= limits.max_objects) {
-        return absl::FailedPreconditionError("lifecycle bundle at " + where +
-                                             " has more than " +
-                                             std::to_string(limits.max_objects) +
-                                             " objects (the limit)");
-      }
-      total += size;
-      if (size > limits.max_total_bytes || total > limits.max_total_bytes) {
-        return absl::FailedPreconditionError("lifecycle bundle at " + where +
-                                             " is larger than " +
-                                             std::to_string(limits.max_total_bytes) +
-                                             " bytes (the limit)");
-      }
+      HF_RETURN_IF_ERROR(CountBundleObject(limits, where, objects.size(), size, &total));
       objects.push_back({std::move(relative), size});
     }
     if (std::string(result.child_value("IsTruncated")) != "true") break;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "hyperfleet/bundle/bundle_source.h"
+#include "bundle/bundle_limits.h"
 
 namespace hf::bundle {
 namespace {
@@ -220,6 +221,26 @@ StatusOr<S3Location> ParseS3Uri(std::string_view uri, std::string_view field) {
   }
   location.prefix = std::move(path);
   return location;
+}
+
+Status BundleTooLarge(const BundleLimits& limits, const std::string& where) {
+  return absl::FailedPreconditionError("lifecycle bundle at " + where + " is larger than " +
+                                       std::to_string(limits.max_total_bytes) +
+                                       " bytes (the limit)");
+}
+
+Status CountBundleObject(const BundleLimits& limits, const std::string& where, size_t count,
+                         uint64_t size, uint64_t* total) {
+  if (count >= limits.max_objects) {
+    return absl::FailedPreconditionError("lifecycle bundle at " + where + " has more than " +
+                                         std::to_string(limits.max_objects) +
+                                         " objects (the limit)");
+  }
+  *total += size;
+  if (size > limits.max_total_bytes || *total > limits.max_total_bytes) {
+    return BundleTooLarge(limits, where);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace hf::bundle
