@@ -69,6 +69,27 @@ class Stmt {
   int rc_;
 };
 
+/// Steps `q` and collects events made by `read_row` until `limit` events or `max_bytes` of
+/// messages (at least one event) are taken; `more` says a further row was left.
+template <class ReadRow>
+StatusOr<EventPage> FillPage(Stmt& q, int limit, int64_t max_bytes, ReadRow read_row) {
+  EventPage page;
+  int64_t bytes = 0;
+  while (true) {
+    HF_ASSIGN_OR_RETURN(bool row, q.step());
+    if (!row) break;
+    LogEvent e = read_row();
+    if (static_cast<int>(page.events.size()) == limit ||
+        (!page.events.empty() && bytes + static_cast<int64_t>(e.message.size()) > max_bytes)) {
+      page.more = true;
+      break;
+    }
+    bytes += static_cast<int64_t>(e.message.size());
+    page.events.push_back(std::move(e));
+  }
+  return page;
+}
+
 Status Exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -308,21 +329,9 @@ class SqliteLogStore final : public LogStore {
     if (query.end_ms) q.bind(3, *query.end_ms);
     if (query.after) q.bind(4, query.after->timestamp_ms).bind(5, query.after->id);
     if (query.before) q.bind(6, query.before->timestamp_ms).bind(7, query.before->id);
-    EventPage page;
-    int64_t bytes = 0;
-    while (true) {
-      HF_ASSIGN_OR_RETURN(bool row, q.step());
-      if (!row) break;
-      LogEvent e{q.i64(0), stream, q.i64(1), q.i64(2), q.text(3)};
-      if (static_cast<int>(page.events.size()) == query.limit ||
-          (!page.events.empty() &&
-           bytes + static_cast<int64_t>(e.message.size()) > query.max_bytes)) {
-        page.more = true;
-        break;
-      }
-      bytes += static_cast<int64_t>(e.message.size());
-      page.events.push_back(std::move(e));
-    }
+    HF_ASSIGN_OR_RETURN(EventPage page, FillPage(q, query.limit, query.max_bytes, [&] {
+                          return LogEvent{q.i64(0), stream, q.i64(1), q.i64(2), q.text(3)};
+                        }));
     if (!query.from_head) std::reverse(page.events.begin(), page.events.end());
     return page;
   }
@@ -382,21 +391,9 @@ class SqliteLogStore final : public LogStore {
         q.bind(static_cast<int>(i + 1), std::get<std::string>(params[i]));
       }
     }
-    EventPage page;
-    int64_t bytes = 0;
-    while (true) {
-      HF_ASSIGN_OR_RETURN(bool row, q.step());
-      if (!row) break;
-      LogEvent e{q.i64(0), q.text(1), q.i64(2), q.i64(3), q.text(4)};
-      if (static_cast<int>(page.events.size()) == query.limit ||
-          (!page.events.empty() &&
-           bytes + static_cast<int64_t>(e.message.size()) > query.max_bytes)) {
-        page.more = true;
-        break;
-      }
-      bytes += static_cast<int64_t>(e.message.size());
-      page.events.push_back(std::move(e));
-    }
+    HF_ASSIGN_OR_RETURN(EventPage page, FillPage(q, query.limit, query.max_bytes, [&] {
+                          return LogEvent{q.i64(0), q.text(1), q.i64(2), q.i64(3), q.text(4)};
+                        }));
     return page;
   }
 
