@@ -274,6 +274,9 @@ StatusOr<Registration> ParseRegistration(std::string_view body) {
       r.lifecycle.on_init_complete = l.value("on_init_complete", "");
       r.lifecycle.directory = l.value("directory", "");
       r.lifecycle.timeout_seconds = l.value("timeout_seconds", int64_t{3600});
+      r.lifecycle.wait = l.value("wait", false);
+      r.lifecycle.wait_reason = l.value("wait_reason", "");
+      r.lifecycle.retry_ms = std::clamp<int64_t>(l.value("retry_ms", int64_t{1000}), 50, 60000);
     }
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(std::string("register response: ") + e.what());
@@ -690,10 +693,79 @@ void Agent::Stop() {
   cv_.notify_all();
 }
 
+namespace {
+
+constexpr std::string_view kSlurmConfPath = "/opt/slurm/etc/slurm.conf";
+
+// The lines of a slurm.conf whose change needs a slurmctld restart (Slurm 22.05).
+std::vector<std::string_view> RestartLines(std::string_view conf) {
+  std::vector<std::string_view> lines;
+  while (!conf.empty()) {
+    const size_t end = std::min(conf.find('\n'), conf.size());
+    const std::string_view line = conf.substr(0, end);
+    if (line.starts_with("NodeName=") || line.starts_with("SlurmctldHost=")) {
+      lines.push_back(line);
+    }
+    conf.remove_prefix(std::min(end + 1, conf.size()));
+  }
+  return lines;
+}
+
+// Runs `script` with /bin/sh as root on the node, logging its output; false on failure.
+bool RunNodeShell(const std::string& script, const Clock& clock) {
+  ScriptSpec spec;
+  spec.path = "/bin/sh";
+  spec.argv = {"sh", "-c", script};
+  spec.working_directory = "/";
+  spec.environment = {"PATH=/opt/slurm/bin:/opt/slurm/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+                      "HOME=/root"};
+  spec.timeout = std::chrono::seconds(120);
+  auto outcome = RunScript(
+      spec, clock, [](OutputLine line) { spdlog::info("slurm reload: {}", line.text); },
+      nullptr);
+  return outcome.kind == ScriptOutcome::Kind::kExited && outcome.exit_code == 0;
+}
+
+void ReloadSlurmOnNode(SlurmReload reload, const Clock& clock) {
+  if (reload == SlurmReload::kNone) return;
+  // Only where the lifecycle scripts started slurmctld; scontrol reconfigure then pushes
+  // the file to every configless slurmd.
+  std::string script = "systemctl is-active --quiet slurmctld || exit 0\n";
+  if (reload == SlurmReload::kRestart) {
+    script +=
+        "systemctl restart slurmctld\n"
+        "i=0; until scontrol ping >/dev/null 2>&1; do i=$((i+1)); "
+        "[ $i -gt 100 ] && { echo 'slurmctld did not answer after its restart'; exit 1; }; "
+        "sleep 0.2; done\n";
+  }
+  script += "scontrol reconfigure\n";
+  const bool ok = RunNodeShell(script, clock);
+  spdlog::info("slurm.conf changed: {} {}",
+               reload == SlurmReload::kRestart ? "restarted slurmctld and reconfigured"
+                                               : "reconfigured",
+               ok ? "" : "(failed; see above)");
+}
+
+}  // namespace
+
+SlurmReload SlurmReloadFor(std::string_view before, std::string_view after) {
+  if (before.empty() || before == after) return SlurmReload::kNone;
+  return RestartLines(before) == RestartLines(after) ? SlurmReload::kReconfigure
+                                                      : SlurmReload::kRestart;
+}
+
 void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision) {
   ControlPlane cp(options_);
   const auto interval = std::chrono::seconds(std::max(1, heartbeat_seconds));
-  while (SleepFor(interval)) {
+  // After applying new files, confirm them at once (once in a row: never a busy loop).
+  bool report_now = false;
+  bool reported_early = false;
+  for (;;) {
+    const bool early = report_now && !reported_early;
+    if (!early && !SleepFor(interval)) break;
+    if (stop_) break;
+    reported_early = early;
+    report_now = false;
     auto result = cp.PostJson("/agent/v1/heartbeat", {{"files_revision", files_revision}});
     if (!result.ok()) {
       spdlog::warn("heartbeat failed: {}", std::string(result.status().message()));
@@ -706,10 +778,29 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision) {
         spdlog::error("heartbeat: {}", std::string(files.status().message()));
         continue;
       }
+      const std::string conf_path = NodePath(options_.root, kSlurmConfPath);
+      std::string before;
+      {
+        std::ifstream in(conf_path, std::ios::binary);
+        before.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
       if (WriteNodeFiles(options_.root, *files).ok()) {
         spdlog::info("updated {} node files", files->size());
+        std::string after;
+        for (const auto& f : *files) {
+          if (f.path == kSlurmConfPath) after = f.content;
+        }
+        const SlurmReload reload = after.empty() ? SlurmReload::kNone : SlurmReloadFor(before, after);
+        if (options_.reload_slurm) {
+          options_.reload_slurm(reload);
+        } else if (options_.root == "/") {
+          ReloadSlurmOnNode(reload, *clock_);
+        }
+        // Reported once written and reloaded: the control plane then lets the nodes the new
+        // file names start their slurmd.
         if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
           files_revision = j["files_revision"].get<int64_t>();
+          report_now = true;
         }
       }
     } else if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
@@ -721,20 +812,16 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision) {
 Status Agent::Run() {
   Impl impl{*this, ControlPlane(options_), {}};
   const std::string boot_id = options_.boot_id.empty() ? ReadBootId() : options_.boot_id;
-
-  // Register; the control plane may be restarting, so retry with capped backoff.
-  Registration registration;
+  // The control plane may be restarting, so retry with capped backoff.
+  auto Register = [&](ControlPlane& cp) -> StatusOr<Registration> {
   auto delay = options_.backoff_initial;
   for (;;) {
     if (stop_) return absl::CancelledError("stopped before registering");
-    auto response = impl.cp.Send("POST", "/agent/v1/register", json{{"boot_id", boot_id}}.dump());
+    auto response = cp.Send("POST", "/agent/v1/register", json{{"boot_id", boot_id}}.dump());
     std::string why;
     if (response.ok() && response->status / 100 == 2) {
       auto parsed = ParseRegistration(response->body);
-      if (parsed.ok()) {
-        registration = std::move(*parsed);
-        break;
-      }
+      if (parsed.ok()) return parsed;
       why = std::string(parsed.status().message());
     } else {
       why = response.ok() ? BodyError(*response) : std::string(response.status().message());
@@ -744,6 +831,10 @@ Status Agent::Run() {
     if (!SleepFor(delay)) return absl::CancelledError("stopped before registering");
     delay = std::min(delay * 2, options_.backoff_max);
   }
+  };
+  auto registered = Register(impl.cp);
+  if (!registered.ok()) return registered.status();
+  Registration registration = std::move(*registered);
   spdlog::info("registered as {} of group {} in cluster {} ({})", options_.instance_id,
                registration.group, registration.cluster_name, registration.cluster_id);
 
@@ -755,10 +846,25 @@ Status Agent::Run() {
     spdlog::error("{}", std::string(s.message()));
   }
 
-  std::thread heartbeat([this, &registration] {
-    HeartbeatLoop(registration.heartbeat_seconds, registration.files_revision);
+  std::thread heartbeat([this, seconds = registration.heartbeat_seconds,
+                         revision = registration.files_revision] {
+    HeartbeatLoop(seconds, revision);
   });
-  const bool finished = impl.RunLifecycle(registration.lifecycle);
+  // Held back (controller first): ask again until the control plane says run (or not).
+  LifecycleSpec spec = registration.lifecycle;
+  std::string last_reason;
+  while (spec.wait) {
+    if (spec.wait_reason != last_reason) {
+      spdlog::info("lifecycle scripts wait: {}", spec.wait_reason);
+      impl.AppendNodeLog("[hyperfleet] Waiting to run the lifecycle scripts: " + spec.wait_reason);
+      last_reason = spec.wait_reason;
+    }
+    if (!SleepFor(std::chrono::milliseconds(spec.retry_ms))) break;
+    auto again = Register(impl.cp);
+    if (!again.ok()) break;  // stopped
+    spec = again->lifecycle;
+  }
+  const bool finished = !spec.wait && impl.RunLifecycle(spec);
   if (!options_.once) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return stop_.load(); });

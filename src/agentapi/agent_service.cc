@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "hyperfleet/model/instance_catalog.h"
@@ -227,9 +228,12 @@ http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
   }
 }
 
-StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller) {
-  HF_ASSIGN_OR_RETURN(auto nodes, store_.nodes(caller.cluster.id));
-  json files = json::array();
+StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) {
+  NodeFiles out;
+  HF_ASSIGN_OR_RETURN(out.nodes, store_.nodes(caller.cluster.id));
+  const auto& nodes = out.nodes;
+  json& files = out.files;
+  files = json::array();
   auto add = [&](const std::string& path, const json& content) {
     files.push_back({{"path", path}, {"mode", 0600}, {"content", content.dump(2) + "\n"}});
   };
@@ -245,6 +249,7 @@ StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller
     // On the controller, slurm.conf as HyperPod's cluster agent writes it before the
     // lifecycle scripts run (they wait for it); refreshed as the cluster changes.
     auto roles = slurm::SlurmRolesOf(caller.cluster, params.value_or(json()));
+    if (roles.ok()) out.controller_group = roles->controller_group;
     if (roles.ok() && roles->controller_group == caller.node.group) {
       auto conf = slurm::RenderSlurmConf(caller.cluster, nodes, *roles,
                                          model::InstanceCatalog::Embedded());
@@ -254,6 +259,7 @@ StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller
       }
       if (conf.ok()) {
         files.push_back({{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", *conf}});
+        out.slurm_conf = std::move(*conf);
       }
     }
   }
@@ -261,8 +267,36 @@ StatusOr<std::pair<json, uint64_t>> AgentService::nodeFiles(const Caller& caller
       json{{"ClusterArn", caller.cluster.arn}, {"InstanceId", caller.node.instance_id},
            {"InstanceGroupName", caller.node.group}});
   // 53 bits: an integer every JSON reader (and the agent's int64) keeps exactly.
-  const uint64_t revision = std::hash<std::string>{}(files.dump()) & ((uint64_t{1} << 53) - 1);
-  return std::make_pair(std::move(files), revision);
+  out.revision = std::hash<std::string>{}(files.dump()) & ((uint64_t{1} << 53) - 1);
+  return out;
+}
+
+std::optional<std::string> AgentService::lifecycleWait(const Caller& caller,
+                                                       const NodeFiles& files) {
+  if (files.controller_group.empty() || caller.node.group == files.controller_group) {
+    return std::nullopt;
+  }
+  bool controller_ready = false;
+  bool named = false;
+  for (const auto& n : files.nodes) {
+    if (n.group != files.controller_group || n.status == is::kFailure ||
+        n.status == is::kShuttingDown || n.lifecycle_state != ls::kSucceeded) {
+      continue;
+    }
+    controller_ready = true;
+    std::lock_guard lock(mu_);
+    auto it = applied_slurm_conf_.find(n.instance_id);
+    if (it != applied_slurm_conf_.end() && !caller.node.hostname.empty() &&
+        absl::StrContains(it->second, "NodeName=" + caller.node.hostname + " ")) {
+      named = true;
+    }
+  }
+  if (!controller_ready) {
+    return "the lifecycle scripts of the controller group " + files.controller_group +
+           " have not succeeded yet (Slurm's controller starts first)";
+  }
+  if (!named) return "the Slurm controller has not loaded a slurm.conf naming this node yet";
+  return std::nullopt;
 }
 
 std::optional<json> AgentService::provisioningParameters(const std::string& source_uri) {
@@ -293,11 +327,28 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
   touch(caller.node.instance_id);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
+  if (files->slurm_conf) {
+    // The agent writes these files before anything else (its lifecycle scripts included).
+    std::lock_guard lock(mu_);
+    applied_slurm_conf_[caller.node.instance_id] = *files->slurm_conf;
+  }
   const json& lcc = caller.node.lifecycle;
   json lifecycle{{"run", false}};
   const bool done = caller.node.lifecycle_state == ls::kSucceeded ||
                     caller.node.lifecycle_state == ls::kFailed;
-  if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown) {
+  std::optional<std::string> wait;
+  if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown &&
+      caller.node.lifecycle_state != ls::kStarted) {
+    wait = lifecycleWait(caller, *files);
+  }
+  if (wait) {
+    lifecycle = json{{"run", false}, {"wait", true}, {"wait_reason", *wait},
+                     {"retry_ms", options_.lifecycle_wait_retry_ms}};
+    // Registered and held back: not an agent that never starts (see the agent-start timeout).
+    if (Status s = markWaiting(caller); !s.ok()) {
+      return Error(HttpStatusOf(s), s.message());
+    }
+  } else if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown) {
     // An unusable SourceS3Uri still runs: the bundle listing then fails with the reason,
     // which the agent reports as the node's failure.
     auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
@@ -315,19 +366,40 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
                         {"group", caller.node.group},
                         {"instance_id", caller.node.instance_id},
                         {"heartbeat_seconds", options_.heartbeat_seconds},
-                        {"files_revision", files->second},
-                        {"files", files->first},
+                        {"files_revision", files->revision},
+                        {"files", files->files},
                         {"lifecycle", lifecycle}});
+}
+
+Status AgentService::markWaiting(const Caller& caller) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto node = store_.node(caller.cluster.id, caller.node.instance_id);
+    if (!node.ok()) return node.status();
+    if (!node->lifecycle_state.empty()) return absl::OkStatus();
+    model::Node updated = *node;
+    updated.lifecycle_state = ls::kWaiting;
+    store::WriteBatch batch;
+    batch.nodes.push_back({updated, node->revision, false});
+    auto committed = store_.commit(batch);
+    if (committed.ok() || !absl::IsFailedPrecondition(committed.status())) {
+      return committed.status();
+    }
+  }
+  return absl::UnavailableError("the node record kept changing; retry");
 }
 
 http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& body) {
   touch(caller.node.instance_id);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
-  json out{{"files_revision", files->second}};
+  json out{{"files_revision", files->revision}};
   const json& seen = body.contains("files_revision") ? body["files_revision"] : json();
-  if (!seen.is_number_integer() || seen.get<int64_t>() != static_cast<int64_t>(files->second)) {
-    out["files"] = files->first;
+  if (!seen.is_number_integer() || seen.get<int64_t>() != static_cast<int64_t>(files->revision)) {
+    out["files"] = files->files;
+  } else if (files->slurm_conf) {
+    // The agent reports a revision once it has written its files and reloaded Slurm.
+    std::lock_guard lock(mu_);
+    applied_slurm_conf_[caller.node.instance_id] = *files->slurm_conf;
   }
   return Json(200, out);
 }

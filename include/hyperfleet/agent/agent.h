@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,16 @@
 namespace hf::agent {
 
 class LogShipper;
+
+/// What Slurm's controller does after its slurm.conf changed. Slurm 22.05 semantics: adding
+/// or removing nodes (any NodeName= line) or moving the controller (SlurmctldHost=) needs a
+/// slurmctld restart; other changes a `scontrol reconfigure`, which also hands configless
+/// slurmds the new file.
+enum class SlurmReload { kNone, kReconfigure, kRestart };
+
+/// The reload `before` → `after` (whole slurm.conf texts; `before` empty: first write,
+/// nothing runs yet to reload). Pure.
+SlurmReload SlurmReloadFor(std::string_view before, std::string_view after);
 
 /// Configuration and tunables of one agent.
 struct AgentOptions {
@@ -49,6 +60,10 @@ struct AgentOptions {
   /// How long bundle listing and downloads keep retrying transient failures (5xx,
   /// unreachable) before the node fails with reason "download".
   std::chrono::milliseconds download_retry_limit{std::chrono::minutes(5)};
+  /// Applies a Slurm reload after the control plane changed slurm.conf (heartbeats only).
+  /// Empty: with root "/" the agent runs systemctl/scontrol when slurmctld is active (the
+  /// HyperPod cluster agent's duty); under any other root it does nothing.
+  std::function<void(SlurmReload)> reload_slurm;
 };
 
 /// Parses an env file: KEY=VALUE lines; blank lines and lines starting with '#' are
@@ -81,6 +96,11 @@ struct LifecycleSpec {
   std::string on_init_complete;  ///< may be empty
   std::string directory;         ///< "/tmp/<bucket>/<prefix>/" on the node
   int64_t timeout_seconds = 3600;
+  /// Not yet: the control plane holds the scripts back (e.g. until the Slurm controller's
+  /// have succeeded) and the agent registers again after `retry_ms` to ask anew.
+  bool wait = false;
+  std::string wait_reason;
+  int64_t retry_ms = 1000;
 };
 
 /// The register response.

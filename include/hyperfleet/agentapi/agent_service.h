@@ -54,6 +54,8 @@ class AgentService {
   struct Options {
     int heartbeat_seconds = 5;            ///< how often agents heartbeat
     int lifecycle_timeout_seconds = 3600; ///< per lifecycle script, then it is killed
+    /// How soon (milliseconds) an agent held back (controller first) registers again.
+    int lifecycle_wait_retry_ms = 1000;
   };
 
   /// `on_change(cluster_id)` is called after a lifecycle result was stored, so the cluster
@@ -83,8 +85,23 @@ class AgentService {
   http::HttpResponse readBundle(const Caller& caller, std::string_view query);
   http::HttpResponse appendLogs(const Caller& caller, const nlohmann::json& body);
   http::HttpResponse lifecycle(const Caller& caller, const nlohmann::json& body);
-  /// The node-contract files and their content hash ("files_revision").
-  StatusOr<std::pair<nlohmann::json, uint64_t>> nodeFiles(const Caller& caller);
+  /// A node's files: the node-contract files, their content hash ("files_revision"), and
+  /// what the control plane knows of the cluster's Slurm setup while building them.
+  struct NodeFiles {
+    nlohmann::json files;
+    uint64_t revision = 0;
+    std::vector<model::Node> nodes;    ///< the cluster's nodes
+    std::optional<std::string> slurm_conf;  ///< set on the controller of a Slurm cluster
+    std::string controller_group;      ///< empty: not a Slurm cluster (no roles)
+  };
+  StatusOr<NodeFiles> nodeFiles(const Caller& caller);
+  /// Why `caller`'s lifecycle scripts must wait, or nullopt when they may run. Controller
+  /// first (node-contract.md §a.1, node-image.md §5 A.6): on a Slurm cluster every other
+  /// node waits until a controller node's scripts have succeeded and that controller has
+  /// applied a slurm.conf naming this node (else its configless slurmd finds no NodeName).
+  std::optional<std::string> lifecycleWait(const Caller& caller, const NodeFiles& files);
+  /// Records that the node's agent registered and waits (lifecycle_state::kWaiting).
+  Status markWaiting(const Caller& caller);
   /// The bundle's provisioning_parameters.json (at most 1 MiB), cached for a while.
   std::optional<nlohmann::json> provisioningParameters(const std::string& source_uri);
   void log(const Caller& caller, std::vector<LogLine> lines);
@@ -102,6 +119,8 @@ class AgentService {
   mutable std::mutex mu_;
   std::map<std::string, SystemTime> last_seen_;
   std::map<std::string, std::string> cluster_of_;  ///< instance id -> cluster id (cache)
+  /// Controller instance id -> the slurm.conf its agent has applied (written and reloaded).
+  std::map<std::string, std::string> applied_slurm_conf_;
   static constexpr Duration kParamsCacheTtl = std::chrono::seconds(30);
   static constexpr size_t kMaxParamsBytes = 1u << 20;
   /// SourceS3Uri -> (when read, provisioning parameters or none).

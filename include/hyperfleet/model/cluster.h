@@ -36,6 +36,9 @@ inline constexpr const char* kShuttingDown = "ShuttingDown";
 /// InstanceMetadata, plus "" for "not started").
 namespace lifecycle_state {
 inline constexpr const char* kNone = "";
+/// Internal, never on the wire: the agent registered and the scripts wait their turn
+/// (controller first).
+inline constexpr const char* kWaiting = "Waiting";
 inline constexpr const char* kStarted = "Started";
 inline constexpr const char* kSucceeded = "Succeeded";
 inline constexpr const char* kFailed = "Failed";

@@ -399,6 +399,12 @@ class LocalProvider::Impl {
     c.imds_veth = LocalNames::ImdsVeth(fleet_id_, cluster_id);
     HF_RETURN_IF_ERROR(EnsureDirectory(c.dir + "/fsx"));
     chmod((c.dir + "/fsx").c_str(), 0755);
+    // One munge key per cluster (HyperPod gives every node of a cluster the same key and
+    // no other cluster that key): Slurm daemons of two clusters on this host cannot talk.
+    if (!fs::exists(mungeKeyPath(cluster_id))) {
+      HF_RETURN_IF_ERROR(
+          local::WriteFileAtomic(mungeKeyPath(cluster_id), local::RandomHex(512), 0400));
+    }
     const std::string network_file = c.dir + "/network.json";
     if (auto text = local::ReadFile(network_file); text.ok()) {
       auto j = nlohmann::json::parse(*text, nullptr, false);
@@ -775,6 +781,36 @@ class LocalProvider::Impl {
     }
   }
 
+  std::string mungeKeyPath(const std::string& cluster_id) const {
+    return absl::StrCat(root_, "/clusters/", cluster_id, "/munge.key");
+  }
+
+  // Installs the cluster's munge key as the node's /etc/munge/munge.key, owned by the node
+  // image's munge user (munged refuses a key others can read or that it does not own).
+  Status writeMungeKey(const std::string& merged, const std::string& cluster_id) {
+    HF_ASSIGN_OR_RETURN(auto key, local::ReadFile(mungeKeyPath(cluster_id)));
+    auto passwd = local::ReadFile(merged + "/etc/passwd");
+    if (!passwd.ok()) return passwd.status();
+    std::optional<std::pair<uid_t, gid_t>> owner;
+    for (absl::string_view line : absl::StrSplit(*passwd, '\n')) {
+      std::vector<std::string> f = absl::StrSplit(line, ':');
+      uint32_t uid = 0, gid = 0;
+      if (f.size() >= 4 && f[0] == "munge" && absl::SimpleAtoi(f[2], &uid) &&
+          absl::SimpleAtoi(f[3], &gid)) {
+        owner = std::make_pair(uid, gid);
+      }
+    }
+    if (!owner) return absl::OkStatus();  // an image without munge has no Slurm either
+    const std::string dir = merged + "/etc/munge";
+    HF_RETURN_IF_ERROR(EnsureDirectory(dir));
+    const std::string path = dir + "/munge.key";
+    HF_RETURN_IF_ERROR(local::WriteFileAtomic(path, key, 0400));
+    if (chown(path.c_str(), owner->first, owner->second) != 0) {
+      return absl::InternalError(absl::StrCat("cannot chown ", path, ": ", strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+
   Status writeIdentity(const NodeRec& rec, const NetInfo& net, bool reboot) {
     const std::string m = nodeDir(rec.spec.instance_id) + "/merged";
     for (const char* d : {"/etc/hyperfleet", "/opt/ml/config", "/opt/sagemaker_cluster", "/fsx",
@@ -792,6 +828,7 @@ class LocalProvider::Impl {
       HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/machine-id", local::RandomHex(16) + "\n",
                                                 0444));
     }
+    HF_RETURN_IF_ERROR(writeMungeKey(m, rec.spec.cluster_id));
     const std::string token =
         options_.agent_token ? options_.agent_token(rec.spec.instance_id) : std::string();
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(

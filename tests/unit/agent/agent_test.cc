@@ -368,6 +368,75 @@ TEST_F(AgentTest, RunFalseMeansDoNotRun) {
   EXPECT_TRUE(cp_.ReportStates().empty());
 }
 
+TEST_F(AgentTest, HeldBackScriptsRunOnceTheControlPlaneSaysSo) {
+  {
+    std::lock_guard<std::mutex> lock(cp_.mu());
+    cp_.wait_registrations = 2;
+  }
+  cp_.bundle["on_create.sh"] = "#!/bin/sh\necho ran >> " + root_ + "/runs\n";
+  ASSERT_TRUE(RunAgent().ok());
+  EXPECT_EQ(cp_.registrations, 3);
+  EXPECT_EQ(ReadFile(root_ + "/runs"), "ran\n");
+  EXPECT_EQ(cp_.ReportStates(), (std::vector<std::string>{"Started", "Succeeded"}));
+  EXPECT_NE(ReadFile(root_ + "/var/log/provision/hyperfleet-lifecycle.log")
+                .find("Waiting to run the lifecycle scripts: the controller first"),
+            std::string::npos);
+}
+
+TEST(SlurmReloadTest, NodeChangesRestartOtherChangesReconfigure) {
+  const std::string base =
+      "ClusterName=c\nSlurmctldHost=ip-10-0-0-2(10.0.0.2)\n"
+      "NodeName=ip-10-0-0-3 NodeHostname=ip-10-0-0-3 NodeAddr=10.0.0.3 CPUs=4\n"
+      "PartitionName=dev Nodes=ALL Default=YES\n";
+  EXPECT_EQ(SlurmReloadFor("", base), SlurmReload::kNone);  // first write: nothing runs yet
+  EXPECT_EQ(SlurmReloadFor(base, base), SlurmReload::kNone);
+  std::string partition = base;
+  partition.replace(partition.find("Default=YES"), 11, "Default=NO");
+  EXPECT_EQ(SlurmReloadFor(base, partition), SlurmReload::kReconfigure);
+  EXPECT_EQ(SlurmReloadFor(base, base + "NodeName=ip-10-0-0-4 NodeAddr=10.0.0.4 CPUs=4\n"),
+            SlurmReload::kRestart);
+  std::string cpus = base;
+  cpus.replace(cpus.find("CPUs=4"), 6, "CPUs=8");
+  EXPECT_EQ(SlurmReloadFor(base, cpus), SlurmReload::kRestart);
+  std::string moved = base;
+  moved.replace(moved.find("10.0.0.2)"), 8, "10.0.0.9");
+  EXPECT_EQ(SlurmReloadFor(base, moved), SlurmReload::kRestart);
+}
+
+TEST_F(AgentTest, ChangedSlurmConfIsReloadedAndConfirmedAtOnce) {
+  cp_.registration["heartbeat_seconds"] = 1;
+  cp_.registration["lifecycle"]["run"] = false;
+  cp_.registration["files"] = json::array(
+      {{{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", "NodeName=a\n"}}});
+  cp_.heartbeat_response = {
+      {"files_revision", 7},
+      {"files", json::array({{{"path", "/opt/slurm/etc/slurm.conf"},
+                              {"mode", 0644},
+                              {"content", "NodeName=a\nNodeName=b\n"}}})}};
+  std::mutex mu;
+  std::vector<SlurmReload> reloads;
+  AgentOptions options = Options();
+  options.once = false;
+  options.reload_slurm = [&](SlurmReload r) {
+    std::lock_guard<std::mutex> lock(mu);
+    reloads.push_back(r);
+  };
+  StartAgent(options);
+  // The first heartbeat brings the new file; the agent reloads and confirms revision 7 in
+  // the very next heartbeat (no interval in between).
+  ASSERT_TRUE(cp_.WaitFor([&] { return cp_.heartbeat_revisions.size() >= 2; }, 10s));
+  {
+    std::lock_guard<std::mutex> lock(cp_.mu());
+    EXPECT_EQ(cp_.heartbeat_revisions[1], 7);
+  }
+  agent_->Stop();
+  ASSERT_EQ(done_.wait_for(10s), std::future_status::ready);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(reloads.empty());
+  EXPECT_EQ(reloads[0], SlurmReload::kRestart);
+  EXPECT_EQ(ReadFile(root_ + "/opt/slurm/etc/slurm.conf"), "NodeName=a\nNodeName=b\n");
+}
+
 TEST_F(AgentTest, HeartbeatsWriteNewFiles) {
   cp_.registration["heartbeat_seconds"] = 1;
   cp_.registration["lifecycle"]["run"] = false;

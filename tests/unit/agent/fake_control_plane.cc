@@ -113,10 +113,19 @@ http::HttpResponse FakeControlPlane::Handle(http::HttpRequest&& request) {
   if (request.method == "POST" && path == "/agent/v1/register") {
     if (!body.is_object() || !body.contains("boot_id")) return Json(400, {{"error", "no boot_id"}});
     ++registrations;
+    if (registrations <= wait_registrations) {
+      json held = registration;
+      held["lifecycle"] = {{"run", false},
+                           {"wait", true},
+                           {"wait_reason", "the controller first"},
+                           {"retry_ms", 20}};
+      return Json(200, held);
+    }
     return Json(200, registration);
   }
   if (request.method == "POST" && path == "/agent/v1/heartbeat") {
     ++heartbeats;
+    heartbeat_revisions.push_back(body.is_object() ? body.value("files_revision", int64_t{-1}) : -1);
     return Json(200, heartbeat_response);
   }
   if (request.method == "GET" && path == "/agent/v1/bundle") {

@@ -35,6 +35,8 @@ class FakeControlPlane {
   std::map<std::string, std::string> bundle;   ///< key → content
   std::vector<std::string> extra_keys;         ///< listed but not served (e.g. unsafe keys)
   nlohmann::json heartbeat_response = nlohmann::json::object();
+  /// The first this-many registrations are told to wait (controller first), retry in 20 ms.
+  int wait_registrations = 0;
 
   // What the agent sent.
   std::vector<nlohmann::json> reports;      ///< lifecycle report bodies, in order
@@ -42,6 +44,7 @@ class FakeControlPlane {
   std::vector<std::string> paths;           ///< every request path, in order
   int registrations = 0;
   int heartbeats = 0;
+  std::vector<int64_t> heartbeat_revisions;  ///< files_revision of each heartbeat, in order
   int forbidden = 0;
   std::string last_error;  ///< why Start() failed
 

@@ -126,10 +126,11 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   json body = json::parse(r.body);
   EXPECT_EQ(body["cluster_name"], "demo");
   EXPECT_EQ(body["group"], "workers");
+  // A Slurm cluster (provisioning_parameters.json names a controller group): the worker's
+  // scripts wait for the controller's (covered in WorkersWaitForTheController...).
   json lifecycle = body["lifecycle"];
-  EXPECT_TRUE(lifecycle["run"].get<bool>());
-  EXPECT_EQ(lifecycle["directory"], "/tmp/my-bucket/lcs/");
-  EXPECT_EQ(lifecycle["on_create"], "on_create.sh");
+  EXPECT_FALSE(lifecycle["run"].get<bool>());
+  EXPECT_TRUE(lifecycle["wait"].get<bool>());
   std::map<std::string, json> files;
   for (const auto& f : body["files"]) {
     EXPECT_EQ(f["mode"], 0600);
@@ -174,6 +175,58 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}).body);
   EXPECT_TRUE(hb.contains("files"));
   EXPECT_EQ(service_->lastSeen().count("i-00000000000000002"), 1u);
+}
+
+TEST_F(AgentServiceTest, WorkersWaitForTheControllerAndASlurmConfNamingThem) {
+  const std::string ctl = "i-00000000000000001", worker = "i-00000000000000002";
+  auto lifecycle_of = [&](const std::string& id) {
+    auto r = call("POST", "/agent/v1/register", json::object(), id);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body)["lifecycle"];
+  };
+  // The worker waits, and is marked as registered-and-waiting (not "agent never started").
+  json l = lifecycle_of(worker);
+  EXPECT_TRUE(l["wait"].get<bool>());
+  EXPECT_NE(l["wait_reason"].get<std::string>().find("controller group ctl"), std::string::npos)
+      << l;
+  EXPECT_GT(l["retry_ms"].get<int>(), 0);
+  EXPECT_EQ(store_->node("abcdefabcdef", worker)->lifecycle_state, ls::kWaiting);
+  // The controller never waits; its registration hands it slurm.conf.
+  l = lifecycle_of(ctl);
+  EXPECT_TRUE(l["run"].get<bool>());
+  EXPECT_FALSE(l.value("wait", false));
+  // Its scripts running or failed: the worker still waits.
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Started"}}, ctl).status, 200);
+  EXPECT_TRUE(lifecycle_of(worker)["wait"].get<bool>());
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Succeeded"}}, ctl).status, 200);
+  l = lifecycle_of(worker);
+  EXPECT_TRUE(l["run"].get<bool>()) << l;
+  EXPECT_EQ(l["directory"], "/tmp/my-bucket/lcs/");
+  EXPECT_EQ(l["on_create"], "on_create.sh");
+  // Waiting -> Started is an ordinary report.
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Started"}}, worker).status, 200);
+  EXPECT_EQ(store_->node("abcdefabcdef", worker)->lifecycle_state, ls::kStarted);
+
+  // A node added later waits until the controller has applied a slurm.conf naming it: the
+  // controller confirms by heartbeating the revision it was given.
+  model::Node added = *store_->node("abcdefabcdef", worker);
+  added.instance_id = "i-00000000000000004";
+  added.private_ip = "10.224.0.9";
+  added.hostname = "ip-10-224-0-9";
+  added.lifecycle_state.clear();
+  store::WriteBatch b;
+  b.nodes.push_back({added, store::kMustNotExist, false});
+  ASSERT_TRUE(store_->commit(b).ok());
+  l = lifecycle_of(added.instance_id);
+  EXPECT_TRUE(l["wait"].get<bool>());
+  EXPECT_NE(l["wait_reason"].get<std::string>().find("slurm.conf"), std::string::npos) << l;
+  json hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}, ctl).body);
+  ASSERT_TRUE(hb.contains("files"));  // the new file, not yet applied
+  EXPECT_TRUE(lifecycle_of(added.instance_id)["wait"].get<bool>());
+  hb = json::parse(
+      call("POST", "/agent/v1/heartbeat", {{"files_revision", hb["files_revision"]}}, ctl).body);
+  EXPECT_FALSE(hb.contains("files"));
+  EXPECT_TRUE(lifecycle_of(added.instance_id)["run"].get<bool>());
 }
 
 TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {

@@ -136,6 +136,15 @@ TEST(LifecyclePlan, AnAgentThatNeverStartsFailsTheNodeAfterTheTimeout) {
       << f.written()->message;
 }
 
+TEST(LifecyclePlan, AnAgentWaitingForTheControllerIsNotTimedOut) {
+  Fixture f;
+  f.snap.nodes[0].lifecycle_state = model::lifecycle_state::kWaiting;
+  f.run(std::chrono::seconds(3600));
+  // Nothing to write: still Pending, no failure.
+  for (const auto& w : f.plan.writes.nodes) EXPECT_NE(w.node.status, is::kFailure);
+  EXPECT_EQ(f.cluster() == nullptr ? cs::kCreating : f.cluster()->status, cs::kCreating);
+}
+
 TEST(LifecyclePlan, ProvidersWithoutAgentsMarkBootedNodesRunning) {
   Fixture f;
   f.snap.lifecycle_by_agent = false;
