@@ -1,0 +1,222 @@
+"""A Slurm fleet end to end (issue 4): the example cluster with the example lifecycle
+scripts (examples/lifecycle/) on real nodes brings up Debian's Slurm the way HyperPod's
+scripts do; srun, sinfo, sbatch, sacct and the example training job work on it; scaling
+adds and removes Slurm nodes; deleting the cluster leaves nothing behind. Needs root and
+the node image (scripts/setup builds it); skipped otherwise."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from harness import main, wait_until
+from e2e_nodes import IMAGE_DIR, NodeFixture, image_built
+from harness import Server, aws_env
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NAME = "slurm-e2e"
+
+
+def catalog_entry(instance_type):
+    """The instance catalog's entry (data/instance-types.json) for `instance_type`."""
+    with open(os.path.join(REPO, "data", "instance-types.json")) as f:
+        types = json.load(f)["instance_types"]
+    return next(t for t in types if t["name"] == instance_type)
+
+
+def numpy_python():
+    """A python3 with numpy (the test's own may be a virtual environment without it)."""
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run([candidate, "-c", "import numpy"], capture_output=True).returncode == 0:
+            return candidate
+    raise AssertionError("no python3 with numpy here (scripts/setup --test installs "
+                         "python3-numpy)")
+
+
+class SlurmFleetTest(NodeFixture):
+    """One cluster for the whole class: controller ml.c5.xlarge x1, workers ml.c5.4xlarge x2."""
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("real nodes need root")
+        if not image_built():
+            raise unittest.SkipTest(f"no node image under {IMAGE_DIR} (run scripts/setup)")
+        cls.server = Server(provider="local",
+                            extra_args=["--heartbeat-interval", "2", "--image-dir", IMAGE_DIR])
+        shutil.copytree(os.path.join(REPO, "examples", "lifecycle"),
+                        os.path.join(cls.server.data_dir, "s3", "lcs-bucket", "slurm"))
+        cls.server.start()
+        cls.env = aws_env(cls.server.endpoint)
+        with open(os.path.join(REPO, "examples", "cluster-spec.json")) as f:
+            spec = json.load(f)
+        cls.groups = [(g["InstanceGroupName"], g["InstanceType"], g["InstanceCount"])
+                      for g in spec["InstanceGroups"]]
+        arn = cls.create(NAME, cls.groups, prefix="slurm")["ClusterArn"]
+        cls.cluster_id = arn.rsplit("/", 1)[1]
+        c = cls.wait_status(NAME, ["InService", "Failed"], timeout=300)
+        if c["ClusterStatus"] != "InService":
+            raise AssertionError(f"cluster {NAME} is {c['ClusterStatus']}: "
+                                 f"{c.get('FailureMessage')}\n{cls.lifecycle_logs()}")
+        cls.fsx = os.path.join(cls.server.data_dir, "local", "clusters", cls.cluster_id, "fsx")
+
+    @classmethod
+    def tearDownClass(cls):
+        server = getattr(cls, "server", None)
+        if server is None:
+            return
+        try:
+            for name in cls.cluster_names():
+                cls.aws("sagemaker", "delete-cluster", "--cluster-name", name, check=False)
+            wait_until(lambda: not cls.cluster_names(), timeout=180, what="clusters deleted")
+            local = os.path.join(server.data_dir, "local")
+            # Deleting the cluster leaves nothing behind: no node, no cluster directory, no
+            # node process, no network namespace of this fleet.
+            wait_until(lambda: not os.listdir(os.path.join(local, "nodes"))
+                       if os.path.isdir(os.path.join(local, "nodes")) else True,
+                       timeout=60, what="node directories removed")
+            wait_until(lambda: not os.path.exists(os.path.join(local, "clusters",
+                                                               cls.cluster_id)),
+                       timeout=60, what="cluster directory removed")
+            left = subprocess.run(["pgrep", "-f", server.data_dir + "/local"],
+                                  capture_output=True, text=True).stdout.split()
+            if left:
+                raise AssertionError(f"processes of deleted nodes remain: {left}")
+        finally:
+            server.cleanup()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @classmethod
+    def lifecycle_logs(cls):
+        r = subprocess.run(
+            [os.environ.get("HYPERFLEET_BIN", "build/bin/hyperfleet"), "logs", "tail",
+             f"/aws/sagemaker/Clusters/{NAME}/{cls.cluster_id}", "--endpoint-url",
+             cls.server.endpoint], env=cls.env, capture_output=True, text=True, timeout=60)
+        return r.stdout[-6000:] + r.stderr[-2000:]
+
+    def controller(self):
+        nodes = [n for n in self.nodes(NAME) if n["InstanceGroupName"] == "controller"]
+        self.assertEqual(len(nodes), 1, nodes)
+        return nodes[0]["InstanceId"]
+
+    def on_controller(self, command):
+        """Runs `command` on the controller; returns its stdout (fails the test on a
+        non-zero exit)."""
+        r = self.run_on(self.cluster_id, "controller", self.controller(), command)
+        self.assertEqual(r.returncode, 0, f"{command!r} on the controller: {r.stdout}{r.stderr}")
+        return r.stdout
+
+    def worker_hostnames(self):
+        return sorted(d["PrivateDnsHostname"].split(".")[0] for d in self.node_details(NAME)
+                      if d["InstanceGroupName"] == "workers"
+                      and d["InstanceStatus"]["Status"] == "Running")
+
+    def sinfo(self):
+        """{(node, partition): (state, cpus, memory MiB)} from `sinfo -N`."""
+        out = self.on_controller("sinfo -N -h -o '%N|%P|%T|%c|%m'")
+        rows = {}
+        for line in out.split():
+            node, partition, state, cpus, memory = line.split("|")
+            rows[(node, partition.rstrip("*"))] = (state, int(cpus), int(memory))
+        return rows
+
+    # -- tests (one cluster, in name order) ---------------------------------------------
+
+    def test_1_srun_runs_on_both_workers(self):
+        out = self.on_controller("srun -N2 hostname")
+        self.assertEqual(sorted(out.split()), self.worker_hostnames())
+        self.assertEqual(len(self.worker_hostnames()), 2)
+
+    def test_2_sinfo_shows_workers_idle_with_their_instance_types_resources(self):
+        spec = catalog_entry("ml.c5.4xlarge")
+        vcpus, memory_mib = spec["vcpus"], int(spec["memory_gib"] * 1024)
+        rows = self.sinfo()
+        for host in self.worker_hostnames():
+            for partition in ("dev", "workers"):
+                self.assertIn((host, partition), rows, rows)
+                self.assertEqual(rows[(host, partition)], ("idle", vcpus, memory_mib), rows)
+        # The controller runs slurmctld, not slurmd: it is no Slurm node.
+        self.assertEqual({n for n, _ in rows}, set(self.worker_hostnames()))
+        self.assertIn("Default=YES", self.on_controller("scontrol show partition dev"))
+
+    def test_3_sbatch_writes_to_fsx_and_sacct_records_it(self):
+        out = self.on_controller(
+            "sbatch --parsable --wait -N1 --wrap 'hostname > /fsx/sbatch-$SLURM_JOB_ID'")
+        job = out.strip().split(";")[0]
+        self.assertRegex(job, r"^\d+$")
+        with open(os.path.join(self.fsx, f"sbatch-{job}")) as f:
+            self.assertIn(f.read().strip(), self.worker_hostnames())
+        # Accounting (MariaDB + slurmdbd, set up by the example's controller script).
+        state = wait_until(
+            lambda: self.on_controller(f"sacct -j {job} -n -X -P -o State").strip() or None,
+            timeout=30, what="sacct to know the job", interval=0.5)
+        self.assertEqual(state, "COMPLETED")
+
+    def test_4_training_job_reaches_the_result_of_an_undisturbed_run(self):
+        train = os.path.join(REPO, "examples", "training")
+        os.makedirs(os.path.join(self.fsx, "train"), exist_ok=True)
+        for f in ("train.py", "train.sbatch"):
+            shutil.copy(os.path.join(train, f), os.path.join(self.fsx, "train", f))
+        out = self.on_controller("sbatch --parsable --wait /fsx/train/train.sbatch")
+        job = out.strip().split(";")[0]
+        with open(os.path.join(self.fsx, "train", "hyperfleet-train", "result.json")) as f:
+            result = json.load(f)
+        with open(os.path.join(self.fsx, "train", f"hyperfleet-train-{job}.out")) as f:
+            output = f.read()
+        self.assertTrue(result["passed"], output)
+        self.assertEqual(result["world_size"], 2)
+        self.assertIn("PASS", output)
+        # The same job run here, without Slurm, as two local ranks, reproduces the weights.
+        with tempfile.TemporaryDirectory() as run_dir:
+            python = numpy_python()
+            ranks = [subprocess.Popen([python, os.path.join(train, "train.py"),
+                                       "--rank", str(r), "--world-size", "2",
+                                       "--run-dir", run_dir],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                     for r in range(2)]
+            outputs = [p.communicate(timeout=120)[0] for p in ranks]
+            self.assertEqual([p.returncode for p in ranks], [0, 0], outputs)
+            with open(os.path.join(run_dir, "result.json")) as f:
+                reference = json.load(f)
+        self.assertEqual(result["weights_sha256"], reference["weights_sha256"])
+
+    def test_5_scaling_adds_and_removes_slurm_nodes(self):
+        before = set(self.worker_hostnames())
+        groups = [{"InstanceGroupName": g, "InstanceType": t, "InstanceCount": n + (g == "workers"),
+                   "LifeCycleConfig": {"SourceS3Uri": "s3://lcs-bucket/slurm/",
+                                       "OnCreate": "on_create.sh"},
+                   "ExecutionRole": "arn:aws:iam::123456789012:role/HyperPodRole"}
+                  for g, t, n in self.groups]
+        self.aws("sagemaker", "update-cluster", "--cluster-name", NAME,
+                 "--instance-groups", json.dumps(groups))
+        wait_until(lambda: len(self.worker_hostnames()) == 3, timeout=180, interval=0.5,
+                   what="a third worker Running")
+        (added,) = set(self.worker_hostnames()) - before
+        # Its lifecycle scripts end once the controller sees it idle.
+        rows = self.sinfo()
+        self.assertEqual(rows[(added, "dev")][0], "idle", rows)
+        self.assertEqual(rows[(added, "workers")][0], "idle", rows)
+        self.assertEqual(sorted(self.on_controller("srun -N3 hostname").split()),
+                         self.worker_hostnames())
+
+        for g in groups:
+            g["InstanceCount"] -= g["InstanceGroupName"] == "workers"
+        self.aws("sagemaker", "update-cluster", "--cluster-name", NAME,
+                 "--instance-groups", json.dumps(groups))
+        wait_until(lambda: len([n for n in self.nodes(NAME)
+                                if n["InstanceGroupName"] == "workers"]) == 2,
+                   timeout=120, interval=0.5, what="the workers group back to 2")
+        remaining = set(self.worker_hostnames())
+        # It leaves Slurm: the controller's slurm.conf and sinfo no longer name it.
+        wait_until(lambda: {n for n, _ in self.sinfo()} == remaining, timeout=60,
+                   interval=0.5, what="sinfo to show only the remaining workers")
+        self.assertEqual(sorted(self.on_controller("srun -N2 hostname").split()),
+                         sorted(remaining))
+
+
+if __name__ == "__main__":
+    main()
