@@ -260,6 +260,12 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
       if (conf.ok()) {
         files.push_back({{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", *conf}});
         out.slurm_conf = std::move(*conf);
+        auto gres = slurm::RenderGresConf(caller.cluster, nodes, *roles,
+                                          model::InstanceCatalog::Embedded());
+        if (gres.ok()) {
+          files.push_back(
+              {{"path", "/opt/slurm/etc/gres.conf"}, {"mode", 0644}, {"content", *gres}});
+        }
       }
     }
   }

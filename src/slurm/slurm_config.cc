@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +32,48 @@ std::vector<const model::Node*> Members(const std::vector<model::Node>& nodes,
     return a->instance_id < b->instance_id;
   });
   return out;
+}
+
+/// A login or worker node as Slurm sees it.
+struct SlurmNode {
+  const model::Node* node;
+  const model::InstanceTypeSpec* spec;
+  std::string partition;  ///< its group's partition besides `dev`; empty for login nodes
+};
+
+/// Login nodes first, then workers by group name, each group oldest first: stable output
+/// for the same cluster. Errors: InvalidArgument for a type missing from `catalog`.
+StatusOr<std::vector<SlurmNode>> SlurmNodes(const model::Cluster& cluster,
+                                            const std::vector<model::Node>& nodes,
+                                            const SlurmRoles& roles,
+                                            const model::InstanceCatalog& catalog) {
+  std::vector<std::string> groups;
+  if (!roles.login_group.empty()) groups.push_back(roles.login_group);
+  for (const auto& [g, _] : roles.worker_partitions) groups.push_back(g);
+  std::vector<SlurmNode> out;
+  for (const auto& group : groups) {
+    const model::InstanceGroup* g = cluster.group(group);
+    if (!g) continue;
+    auto partition = roles.worker_partitions.find(group);
+    for (const model::Node* n : Members(nodes, group)) {
+      // The node's own type (a group with InstanceRequirements has several).
+      const std::string& type = n->instance_type.empty() ? g->instance_type : n->instance_type;
+      const model::InstanceTypeSpec* spec = catalog.find(type);
+      if (!spec) {
+        return absl::InvalidArgumentError(absl::StrCat("instance group ", group,
+                                                       ": instance type '", type,
+                                                       "' is not in the instance catalog"));
+      }
+      out.push_back({n, spec,
+                     partition == roles.worker_partitions.end() ? "" : partition->second});
+    }
+  }
+  return out;
+}
+
+int NvidiaGpus(const model::InstanceTypeSpec& spec) {
+  return spec.accelerator_kind == model::AcceleratorKind::kNvidiaGpu ? spec.accelerator_count
+                                                                     : 0;
 }
 
 }  // namespace
@@ -124,41 +167,24 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
       "TaskPlugin=task/none\n",
       "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n",
       "SchedulerType=sched/backfill\nMpiDefault=none\nReturnToService=1\n");
+  HF_ASSIGN_OR_RETURN(auto members, SlurmNodes(cluster, nodes, roles, catalog));
   std::string node_lines;
-
-  // Login nodes first, then workers by group name: stable output for the same cluster.
-  std::vector<std::string> groups;
-  if (!roles.login_group.empty()) groups.push_back(roles.login_group);
-  for (const auto& [g, _] : roles.worker_partitions) groups.push_back(g);
   std::map<std::string, std::vector<std::string>> partitions;  // name -> node names
   std::vector<std::string> all;
   bool gpus = false;
-  for (const auto& group : groups) {
-    const model::InstanceGroup* g = cluster.group(group);
-    if (!g) continue;
-    for (const model::Node* n : Members(nodes, group)) {
-      // The node's own type (a group with InstanceRequirements has several).
-      const std::string& type = n->instance_type.empty() ? g->instance_type : n->instance_type;
-      const model::InstanceTypeSpec* spec = catalog.find(type);
-      if (!spec) {
-        return absl::InvalidArgumentError(absl::StrCat("instance group ", group,
-                                                       ": instance type '", type,
-                                                       "' is not in the instance catalog"));
-      }
-      const auto memory_mib = static_cast<long long>(std::floor(spec->memory_gib * 1024));
-      absl::StrAppend(&node_lines, "NodeName=", n->hostname, " NodeHostname=", n->hostname,
-                      " NodeAddr=", n->private_ip, " CPUs=", spec->vcpus,
-                      " RealMemory=", memory_mib);
-      if (spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu &&
-          spec->accelerator_count > 0) {
-        absl::StrAppend(&node_lines, " Gres=gpu:", spec->accelerator_count);
-        gpus = true;
-      }
-      absl::StrAppend(&node_lines, " State=UNKNOWN\n");
-      all.push_back(n->hostname);
-      auto it = roles.worker_partitions.find(group);
-      if (it != roles.worker_partitions.end()) partitions[it->second].push_back(n->hostname);
+  for (const SlurmNode& m : members) {
+    const model::Node& n = *m.node;
+    const auto memory_mib = static_cast<long long>(std::floor(m.spec->memory_gib * 1024));
+    absl::StrAppend(&node_lines, "NodeName=", n.hostname, " NodeHostname=", n.hostname,
+                    " NodeAddr=", n.private_ip, " CPUs=", m.spec->vcpus,
+                    " RealMemory=", memory_mib);
+    if (NvidiaGpus(*m.spec) > 0) {
+      absl::StrAppend(&node_lines, " Gres=gpu:", NvidiaGpus(*m.spec));
+      gpus = true;
     }
+    absl::StrAppend(&node_lines, " State=UNKNOWN\n");
+    all.push_back(n.hostname);
+    if (!m.partition.empty()) partitions[m.partition].push_back(n.hostname);
   }
   if (gpus) absl::StrAppend(&out, "GresTypes=gpu\n");
   absl::StrAppend(&out, "Include accounting.conf\n\n", node_lines);
@@ -171,6 +197,22 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
     if (name == "dev") continue;  // `dev` already has every node
     absl::StrAppend(&out, "PartitionName=", name, " Nodes=", absl::StrJoin(members, ","),
                     " MaxTime=INFINITE State=UP\n");
+  }
+  return out;
+}
+
+StatusOr<std::string> RenderGresConf(const model::Cluster& cluster,
+                                     const std::vector<model::Node>& nodes,
+                                     const SlurmRoles& roles,
+                                     const model::InstanceCatalog& catalog) {
+  HF_ASSIGN_OR_RETURN(auto members, SlurmNodes(cluster, nodes, roles, catalog));
+  std::string out = absl::StrCat("# gres.conf of cluster ", cluster.name,
+                                 ", written by the Hyperfleet control plane.\n");
+  for (const SlurmNode& m : members) {
+    if (NvidiaGpus(*m.spec) > 0) {
+      absl::StrAppend(&out, "NodeName=", m.node->hostname, " Name=gpu Count=",
+                      NvidiaGpus(*m.spec), "\n");
+    }
   }
   return out;
 }

@@ -45,4 +45,13 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
                                       const SlurmRoles& roles,
                                       const model::InstanceCatalog& catalog);
 
+/// gres.conf for the same cluster: one count-only line per node with NVIDIA GPUs
+/// ("NodeName=ip-10-1-0-7 Name=gpu Count=1"; no File=, since local nodes share the host's
+/// devices), and only a comment when there is none. Configless slurmds get it from
+/// slurmctld with slurm.conf. Errors: as RenderSlurmConf.
+StatusOr<std::string> RenderGresConf(const model::Cluster& cluster,
+                                     const std::vector<model::Node>& nodes,
+                                     const SlurmRoles& roles,
+                                     const model::InstanceCatalog& catalog);
+
 }  // namespace hf::slurm

@@ -128,6 +128,23 @@ TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
   EXPECT_LT(s.find("NodeName=ip-10-1-0-7"), s.find("NodeName=ip-10-1-0-8"));
 }
 
+TEST(SlurmConf, GresConfCountsEachGpuNode) {
+  auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                    Group("login-group", "ml.m5.xlarge", 1),
+                    Group("worker-group-1", "ml.p5.48xlarge", 1)});
+  std::vector<model::Node> nodes = {Node("controller-machine", "10.1.0.5", 1),
+                                    Node("login-group", "10.1.0.6", 2),
+                                    Node("worker-group-1", "10.1.0.7", 3)};
+  auto roles = SlurmRolesOf(c, kParams).value();
+  auto gres = RenderGresConf(c, nodes, roles, model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(gres.ok()) << gres.status();
+  EXPECT_NE(gres->find("NodeName=ip-10-1-0-7 Name=gpu Count=8\n"), std::string::npos) << *gres;
+  EXPECT_EQ(gres->find("ip-10-1-0-6"), std::string::npos) << *gres;  // no GPU
+  auto conf = RenderSlurmConf(c, nodes, roles, model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(conf.ok());
+  EXPECT_NE(conf->find(" Gres=gpu:8 "), std::string::npos) << *conf;
+}
+
 TEST(SlurmConf, NoControllerAddressYetAndUnknownTypes) {
   auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
                     Group("worker-group-1", "ml.c5.4xlarge", 1)});
