@@ -166,7 +166,10 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
       "# Required for auto-resume (srun --auto-resume=1), as on HyperPod.\n",
       "TaskPlugin=task/none\n",
       "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n",
-      "SchedulerType=sched/backfill\nMpiDefault=none\nReturnToService=1\n");
+      "SchedulerType=sched/backfill\n",
+      // Start a batch job as it is submitted (22.05 waits up to 3 s by default).
+      "SchedulerParameters=batch_sched_delay=0\n",
+      "MpiDefault=none\nReturnToService=1\n");
   HF_ASSIGN_OR_RETURN(auto members, SlurmNodes(cluster, nodes, roles, catalog));
   std::string node_lines;
   std::map<std::string, std::vector<std::string>> partitions;  // name -> node names

@@ -110,6 +110,7 @@ TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
            "SlurmctldParameters=enable_configless\n",
            "SlurmdParameters=config_overrides\n",
            "TaskPlugin=task/none\n",
+           "SchedulerParameters=batch_sched_delay=0\n",
            "GresTypes=gpu\n",
            "Include accounting.conf\n",
            "NodeName=ip-10-1-0-6 NodeHostname=ip-10-1-0-6 NodeAddr=10.1.0.6 CPUs=4 "
