@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "hyperfleet/agent/health.h"
 #include "hyperfleet/agent/log_shipper.h"
 #include "hyperfleet/agent/script_runner.h"
 #include "hyperfleet/http/http_client.h"
@@ -754,24 +755,53 @@ SlurmReload SlurmReloadFor(std::string_view before, std::string_view after) {
                                                       : SlurmReload::kRestart;
 }
 
-void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision) {
+void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthMonitor* health) {
   ControlPlane cp(options_);
   const auto interval = std::chrono::seconds(std::max(1, heartbeat_seconds));
   // After applying new files, confirm them at once (once in a row: never a busy loop).
   bool report_now = false;
   bool reported_early = false;
+  std::optional<TimeSample> control_plane_time;  // from the last response carrying "time"
+  std::optional<json> health_json;
+  Severity last_verdict = Severity::kOk;
   for (;;) {
     const bool early = report_now && !reported_early;
     if (!early && !SleepFor(interval)) break;
     if (stop_) break;
     reported_early = early;
     report_now = false;
-    auto result = cp.PostJson("/agent/v1/heartbeat", {{"files_revision", files_revision}});
+    json body = {{"files_revision", files_revision}};
+    if (health != nullptr) {
+      // An early confirmation reuses the last report: it should not wait for the checks.
+      if (!early || !health_json) {
+        CheckInputs inputs;
+        inputs.control_plane_time = control_plane_time;
+        inputs.services = lifecycle_done_.load();
+        const HealthReport report = health->Check(inputs);
+        if (report.verdict() != last_verdict) {
+          std::string why;
+          for (const auto& f : report.findings) {
+            if (f.severity != Severity::kOk) why += "; " + f.check + ": " + f.message;
+          }
+          spdlog::warn("health verdict {} → {}{}", SeverityName(last_verdict),
+                       SeverityName(report.verdict()), why);
+          last_verdict = report.verdict();
+        }
+        health_json = report.ToJson();
+      }
+      body["health"] = *health_json;
+      if (stop_) break;
+    }
+    auto result = cp.PostJson("/agent/v1/heartbeat", body);
     if (!result.ok()) {
       spdlog::warn("heartbeat failed: {}", std::string(result.status().message()));
       continue;
     }
     const json& j = *result;
+    // The control plane's clock, when it sends one (epoch seconds), for the clock check.
+    if (j.contains("time") && j["time"].is_number()) {
+      control_plane_time = TimeSample{clock_->now(), FromEpochSeconds(j["time"].get<double>())};
+    }
     if (j.contains("files") && j["files"].is_array()) {
       auto files = ParseNodeFiles(j["files"].dump());
       if (!files.ok()) {
@@ -846,9 +876,17 @@ Status Agent::Run() {
     spdlog::error("{}", std::string(s.message()));
   }
 
+  std::unique_ptr<HealthMonitor> health;
+  if (options_.health_checks) {
+    HealthMonitorOptions health_options;
+    health_options.root = options_.root;
+    health_options.clock = clock_;
+    health_options.stop = &stop_;
+    health = std::make_unique<HealthMonitor>(std::move(health_options));
+  }
   std::thread heartbeat([this, seconds = registration.heartbeat_seconds,
-                         revision = registration.files_revision] {
-    HeartbeatLoop(seconds, revision);
+                         revision = registration.files_revision, monitor = health.get()] {
+    HeartbeatLoop(seconds, revision, monitor);
   });
   // Held back (controller first): ask again until the control plane says run (or not).
   LifecycleSpec spec = registration.lifecycle;
@@ -865,6 +903,7 @@ Status Agent::Run() {
     spec = again->lifecycle;
   }
   const bool finished = !spec.wait && impl.RunLifecycle(spec);
+  lifecycle_done_ = true;
   if (!options_.once) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return stop_.load(); });

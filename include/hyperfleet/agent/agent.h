@@ -21,6 +21,7 @@
 
 namespace hf::agent {
 
+class HealthMonitor;
 class LogShipper;
 
 /// What Slurm's controller does after its slurm.conf changed. Slurm 22.05 semantics: adding
@@ -64,6 +65,10 @@ struct AgentOptions {
   /// Empty: with root "/" the agent runs systemctl/scontrol when slurmctld is active (the
   /// HyperPod cluster agent's duty); under any other root it does nothing.
   std::function<void(SlurmReload)> reload_slurm;
+  /// Runs the node health checks (health.h) before each heartbeat and sends the report as
+  /// the heartbeat's "health" member. Under a root other than "/" systemd units are never
+  /// touched (see HealthMonitorOptions::run_command).
+  bool health_checks = true;
 };
 
 /// Parses an env file: KEY=VALUE lines; blank lines and lines starting with '#' are
@@ -160,11 +165,14 @@ class Agent {
  private:
   struct Impl;
   bool SleepFor(std::chrono::milliseconds d);  // false when stopped
-  void HeartbeatLoop(int heartbeat_seconds, int64_t files_revision);
+  // `health` may be null (no checks).
+  void HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthMonitor* health);
 
   AgentOptions options_;
   const Clock* clock_;
   std::atomic<bool> stop_{false};
+  /// The lifecycle scripts are over (or never ran): the health checks may restart units.
+  std::atomic<bool> lifecycle_done_{false};
   std::mutex mu_;
   LogShipper* shipper_ = nullptr;  ///< the running script's, so that Stop() can abandon it
   std::condition_variable cv_;

@@ -126,6 +126,7 @@ http::HttpResponse FakeControlPlane::Handle(http::HttpRequest&& request) {
   if (request.method == "POST" && path == "/agent/v1/heartbeat") {
     ++heartbeats;
     heartbeat_revisions.push_back(body.is_object() ? body.value("files_revision", int64_t{-1}) : -1);
+    heartbeat_bodies.push_back(body);
     return Json(200, heartbeat_response);
   }
   if (request.method == "GET" && path == "/agent/v1/bundle") {

@@ -45,6 +45,7 @@ class FakeControlPlane {
   int registrations = 0;
   int heartbeats = 0;
   std::vector<int64_t> heartbeat_revisions;  ///< files_revision of each heartbeat, in order
+  std::vector<nlohmann::json> heartbeat_bodies;  ///< every heartbeat body, in order
   int forbidden = 0;
   std::string last_error;  ///< why Start() failed
 
