@@ -183,6 +183,8 @@ const std::map<std::string, Handler, std::less<>>& Handlers() {
       {"DescribeClusterNode", &ClusterOperations::describeClusterNode},
       {"BatchDeleteClusterNodes", &ClusterOperations::batchDeleteClusterNodes},
       {"BatchAddClusterNodes", &ClusterOperations::batchAddClusterNodes},
+      {"BatchRebootClusterNodes", &ClusterOperations::batchRebootClusterNodes},
+      {"BatchReplaceClusterNodes", &ClusterOperations::batchReplaceClusterNodes},
       {"ListClusterEvents", &ClusterOperations::listClusterEvents},
       {"DescribeClusterEvent", &ClusterOperations::describeClusterEvent},
       {"AddTags", &ClusterOperations::addTags},
@@ -663,6 +665,88 @@ StatusOr<nlohmann::json> ClusterOperations::batchDeleteClusterNodes(const Json& 
       g.target_count = std::max(0, g.target_count - it->second);
       g.spec["InstanceCount"] = g.target_count;
     }
+    if (!batch.nodes.empty()) batch.clusters.push_back({c, c.revision, false});
+    Json out = Json::object();
+    if (!ok_ids.empty()) out["Successful"] = ok_ids;
+    if (!failed.empty()) out["Failed"] = failed;
+    if (!ok_logical.empty()) out["SuccessfulNodeLogicalIds"] = ok_logical;
+    if (!failed_logical.empty()) out["FailedNodeLogicalIds"] = failed_logical;
+    return out;
+  });
+}
+
+StatusOr<nlohmann::json> ClusterOperations::batchRebootClusterNodes(const Json& in) {
+  return requestRecovery(in, "Reboot");
+}
+
+StatusOr<nlohmann::json> ClusterOperations::batchReplaceClusterNodes(const Json& in) {
+  return requestRecovery(in, "Replace");
+}
+
+StatusOr<nlohmann::json> ClusterOperations::requestRecovery(const Json& in,
+                                                            const std::string& action) {
+  const auto ids = in.value("NodeIds", std::vector<std::string>{});
+  const auto logical = in.value("NodeLogicalIds", std::vector<std::string>{});
+  if (ids.empty() && logical.empty()) {
+    return RuleViolation("Specify NodeIds or NodeLogicalIds (or both).");
+  }
+  const std::string verb = action == "Reboot" ? "reboot" : "replacement";
+  const std::string api = absl::StrCat("Batch", action, "ClusterNodes");
+  return mutateCluster(Str(in, "ClusterName"), [&](model::Cluster& c,
+                                                   store::WriteBatch& batch) -> StatusOr<Json> {
+    if (c.status != cs::kInService && c.status != cs::kUpdating) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Cluster ", c.name, " is ", c.status, "; nodes can be ",
+          action == "Reboot" ? "rebooted" : "replaced", " while it is InService or Updating."));
+    }
+    Json ok_ids = Json::array(), failed = Json::array();
+    Json ok_logical = Json::array(), failed_logical = Json::array();
+    std::set<std::string> done;
+    auto request = [&](const std::string& key, bool is_logical) {
+      Json& fail_list = is_logical ? failed_logical : failed;
+      const char* key_name = is_logical ? "NodeLogicalId" : "NodeId";
+      auto fail = [&](const char* code, std::string message) {
+        fail_list.push_back({{key_name, key}, {"ErrorCode", code}, {"Message", std::move(message)}});
+      };
+      auto n = store_.node(c.id, key);
+      if (!n.ok() || (is_logical ? n->logical_id != key : n->instance_id != key)) {
+        fail("InstanceIdNotFound",
+             absl::StrCat("Node ", key, " not found in cluster ", c.name));
+        return;
+      }
+      if (n->recovery.is_object() || done.count(n->instance_id)) {
+        fail("InstanceIdInUse",
+             absl::StrCat("Node ", key, " already has a ",
+                          n->recovery.value("Action", action) == "Reboot" ? "reboot"
+                                                                          : "replacement",
+                          " in progress"));
+        return;
+      }
+      if (n->status != is::kRunning) {
+        fail("InvalidInstanceStatus", absl::StrCat("Node ", key, " is ", n->status,
+                                                   "; only Running nodes can be ",
+                                                   action == "Reboot" ? "rebooted" : "replaced"));
+        return;
+      }
+      done.insert(n->instance_id);
+      model::Node updated = *n;
+      updated.recovery = {{"Action", action},
+                          {"Reason", absl::StrCat("requested by ", api)},
+                          {"RequestedAt", ToEpochSeconds(clock_.now())}};
+      updated.status = is::kPending;
+      updated.message = absl::StrCat(action == "Reboot" ? "Reboot" : "Replacement",
+                                     " requested by ", api);
+      batch.nodes.push_back({updated, n->revision, false});
+      auto e = event(c, "Instance", "Info",
+                     absl::StrCat("Instance ", n->instance_id, " ", verb, " requested (", api,
+                                  ")"),
+                     n->group);
+      e.instance_id = n->instance_id;
+      batch.events.push_back(std::move(e));
+      (is_logical ? ok_logical : ok_ids).push_back(key);
+    };
+    for (const auto& id : ids) request(id, false);
+    for (const auto& id : logical) request(id, true);
     if (!batch.nodes.empty()) batch.clusters.push_back({c, c.revision, false});
     Json out = Json::object();
     if (!ok_ids.empty()) out["Successful"] = ok_ids;

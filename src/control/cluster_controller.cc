@@ -61,6 +61,10 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
     Status s = provider_.terminate(id);
     if (!s.ok()) spdlog::warn("terminate {} failed: {}", id, s.ToString());
   }
+  for (const auto& id : plan.reboots) {
+    Status s = provider_.reboot(id);
+    if (!s.ok()) spdlog::warn("reboot {} failed: {}", id, s.ToString());
+  }
   // A pass over a large cluster allocates its whole snapshot; hand that memory back to the
   // system instead of keeping it as free heap for the server's lifetime.
   if (snap.nodes.size() >= 1000) malloc_trim(0);

@@ -16,6 +16,10 @@ using provider::InstanceState;
 
 /// spec_extras key of a node that replaces a failed one under Continuous provisioning.
 constexpr const char* kRetryOf = "RetryOf";
+/// spec_extras keys of a node that replaces another (node recovery): the predecessor's
+/// instance id, and the address it takes over.
+constexpr const char* kReplacementOf = "ReplacementOf";
+constexpr const char* kPrivateIp = "PrivateIp";
 
 /// Working state of one planning pass: node records as they will be after the plan.
 struct Work {
@@ -60,7 +64,8 @@ struct Work {
 
   provider::InstanceSpec specFor(const model::Node& n) const {
     return provider::InstanceSpec{n.instance_id, cluster.id, cluster.name, n.group,
-                                  n.instance_type, n.lifecycle, /*private_ip=*/""};
+                                  n.instance_type, n.lifecycle,
+                                  n.spec_extras.value(kPrivateIp, std::string())};
   }
 
   /// Adds a node to group `g`; `retry_of` names the failed instance it replaces
@@ -113,6 +118,10 @@ void Observe(Work& w) {
       continue;
     }
     if (!o) {
+      const std::string pred = n.spec_extras.value(kReplacementOf, std::string());
+      if (n.status == is::kPending && !pred.empty() && by_id.count(pred)) {
+        continue;  // a replacement starts once its predecessor has released the address
+      }
       if (n.status == is::kPending) {
         w.plan.launches.push_back(w.specFor(n));  // launch (again): idempotent by id
       } else if (n.status == is::kRunning) {
@@ -132,6 +141,7 @@ void Observe(Work& w) {
       case InstanceState::kPending:
         break;
       case InstanceState::kRunning:
+        if (n.recovery.is_object()) break;  // Recover() decides
         if (w.snap.lifecycle_by_agent && n.status == is::kPending) {
           if (n.lifecycle_state == model::lifecycle_state::kFailed) {
             FailNode(w, i, n.lifecycle_message);
@@ -179,6 +189,100 @@ void Observe(Work& w) {
 }
 
 bool IsLive(const model::Node& n) { return n.status != is::kShuttingDown; }
+
+/// Carries out node recoveries (Node::recovery): reboots and replacements.
+void Recover(Work& w) {
+  std::map<std::string, const provider::InstanceObservation*> by_id;
+  for (const auto& o : w.snap.instances) by_id[o.instance_id] = &o;
+  const size_t count = w.nodes.size();  // replacements are appended
+  for (size_t i = 0; i < count; ++i) {
+    if (!w.nodes[i].recovery.is_object() || !IsLive(w.nodes[i])) continue;
+    const model::Node n = w.nodes[i];
+    const std::string action = n.recovery.value("Action", "");
+    const std::string reason = n.recovery.value("Reason", "");
+    auto it = by_id.find(n.instance_id);
+    const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
+    if (action == "Replace") {
+      model::Node r;
+      r.cluster_id = n.cluster_id;
+      r.instance_id = w.ids.instanceId();
+      r.logical_id = n.logical_id;
+      r.group = n.group;
+      const model::InstanceGroup* g = w.cluster.group(n.group);
+      r.instance_type = g ? g->instance_type : n.instance_type;
+      r.status = is::kPending;
+      r.message = absl::StrCat("Replacing instance ", n.instance_id,
+                               reason.empty() ? "" : absl::StrCat(": ", reason));
+      r.launch_time = w.now;
+      // The bundle captured when the group was last declared, as HyperPod re-runs it.
+      r.lifecycle = g ? g->spec.value("LifeCycleConfig", n.lifecycle) : n.lifecycle;
+      r.spec_extras = n.spec_extras;
+      r.spec_extras.erase(kRetryOf);
+      r.spec_extras[kReplacementOf] = n.instance_id;
+      if (!n.private_ip.empty()) r.spec_extras[kPrivateIp] = n.private_ip;
+      w.event("Instance", "Info",
+              absl::StrCat("Replacing instance ", n.instance_id, " with ", r.instance_id,
+                           " (same NodeLogicalId ", n.logical_id,
+                           n.private_ip.empty() ? "" : absl::StrCat(" and address ", n.private_ip),
+                           ")", reason.empty() ? "" : absl::StrCat(": ", reason)),
+              n.group, n.instance_id,
+              json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Replace"}}}});
+      w.nodes[i].recovery = json();
+      w.shutDown(i, absl::StrCat("replaced by ", r.instance_id));
+      // Launched by Observe() on a later pass, once the predecessor is gone.
+      w.nodes.push_back(std::move(r));
+      w.dirty.push_back(true);
+      w.expected.push_back(store::kMustNotExist);
+      continue;
+    }
+    if (action != "Reboot") {
+      w.nodes[i].recovery = json();  // unknown: dropped, so it cannot wedge the node
+      w.dirty[i] = true;
+      continue;
+    }
+    const double requested = n.recovery.value("RequestedAt", 0.0);
+    if (!n.recovery.value("Started", false)) {
+      if (!o || o->state != InstanceState::kRunning) continue;  // once it runs
+      w.plan.reboots.push_back(n.instance_id);
+      w.nodes[i].recovery["Started"] = true;
+      w.nodes[i].recovery["RequestedAt"] = ToEpochSeconds(w.now);
+      w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
+      w.setStatus(i, is::kPending,
+                  absl::StrCat("Rebooting", reason.empty() ? "" : absl::StrCat(": ", reason)));
+      w.dirty[i] = true;
+      w.event("Instance", "Info",
+              absl::StrCat("Rebooting instance ", n.instance_id,
+                           reason.empty() ? "" : absl::StrCat(": ", reason)),
+              n.group, n.instance_id,
+              json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Reboot"}}}});
+      continue;
+    }
+    if (o && o->state == InstanceState::kRunning && o->boot_time > FromEpochSeconds(requested)) {
+      w.nodes[i].recovery = json();
+      w.setStatus(i, is::kRunning);
+      w.dirty[i] = true;
+      w.event("Instance", "Info", absl::StrCat("Instance ", n.instance_id, " rebooted"),
+              n.group, n.instance_id);
+    } else if (o && o->state == InstanceState::kRunning &&
+               w.now - FromEpochSeconds(n.recovery.value("AskedAt", requested)) >
+                   std::chrono::seconds(30) &&
+               w.now - FromEpochSeconds(requested) <= w.snap.reboot_timeout) {
+      // Still up on its old boot: the request was lost (e.g. a restart between the commit
+      // and the provider call). Asking again is harmless.
+      w.plan.reboots.push_back(n.instance_id);
+      w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
+      w.dirty[i] = true;
+    } else if (w.now - FromEpochSeconds(requested) > w.snap.reboot_timeout) {
+      w.nodes[i].recovery = json();
+      w.dirty[i] = true;
+      FailNode(w, i,
+               absl::StrCat("The instance did not come back within ",
+                            std::chrono::duration_cast<std::chrono::seconds>(
+                                w.snap.reboot_timeout).count(),
+                            " seconds of its reboot."));
+    }
+  }
+}
 
 /// Orders surplus instances for removal: failed, then pending, then newest running.
 int RemovalRank(const model::Node& n) {
@@ -373,6 +477,7 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   } else if (failure && !continuous && w.cluster.status == cs::kUpdating) {
     RollBack(w, *failure);
   }
+  Recover(w);
   if (w.cluster.status != cs::kFailed) Scale(w);
   Finish(w);
 

@@ -39,7 +39,8 @@ Status FakeProvider::launch(const InstanceSpec& spec) {
   Record r;
   r.spec = spec;
   r.launched = clock_.now();
-  r.private_ip = AddressFor(next_ip_++);
+  // A replacement asks for its predecessor's address (free again once it terminated).
+  r.private_ip = spec.private_ip.empty() ? AddressFor(next_ip_++) : spec.private_ip;
   for (const std::string& key : {spec.group, std::string()}) {
     auto it = fail_next_.find(key);
     if (it != fail_next_.end() && it->second.first > 0) {
@@ -58,6 +59,23 @@ Status FakeProvider::terminate(std::string_view instance_id) {
   auto it = records_.find(std::string(instance_id));
   if (it == records_.end() || it->second.terminated) return absl::OkStatus();
   it->second.terminated = clock_.now();
+  dirty_ = true;
+  return absl::OkStatus();
+}
+
+Status FakeProvider::reboot(std::string_view instance_id) {
+  std::lock_guard lock(mu_);
+  auto it = records_.find(std::string(instance_id));
+  if (it == records_.end()) {
+    return absl::NotFoundError(absl::StrCat("no instance ", std::string(instance_id)));
+  }
+  const SystemTime now = clock_.now();
+  if (it->second.terminated || !it->second.failure.empty() ||
+      now - it->second.launched < options_.boot_delay) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("instance ", std::string(instance_id), " is not running"));
+  }
+  it->second.launched = now;  // boots again, as long as at launch
   dirty_ = true;
   return absl::OkStatus();
 }
@@ -84,6 +102,7 @@ StatusOr<std::vector<InstanceObservation>> FakeProvider::list(std::string_view c
       o.message = r.failure;
     } else {
       o.state = InstanceState::kRunning;
+      o.boot_time = r.launched + std::chrono::duration_cast<SystemTime::duration>(options_.boot_delay);
     }
     if (o.state != InstanceState::kPending) {
       o.private_ip = r.private_ip;

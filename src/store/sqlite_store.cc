@@ -239,6 +239,7 @@ model::Node ReadNode(const Stmt& s, bool body_column = true) {
     n.spec_extras = body.value("extras", json::object());
     n.lifecycle_state = body.value("lcs_state", "");
     n.lifecycle_message = body.value("lcs_message", "");
+    n.recovery = body.value("recovery", nlohmann::json());
   }
   return n;
 }
@@ -728,6 +729,7 @@ class SqliteStore final : public Store {
       json body{{"lifecycle", n.lifecycle}, {"extras", n.spec_extras}};
       if (!n.lifecycle_state.empty()) body["lcs_state"] = n.lifecycle_state;
       if (!n.lifecycle_message.empty()) body["lcs_message"] = n.lifecycle_message;
+      if (!n.recovery.is_null()) body["recovery"] = n.recovery;
       s.bind(12, body.dump());
       HF_RETURN_IF_ERROR(stepDone(c, s, "write node"));
     }

@@ -37,7 +37,7 @@ CONTROLLER = ("controller", "ml.c5.xlarge", 1)
 
 
 class Boto3Test(unittest.TestCase):
-    CLUSTERS = ("b3-main", "b3-scale", "b3-batch", "b3-doomed")
+    CLUSTERS = ("b3-main", "b3-scale", "b3-batch", "b3-doomed", "b3-recover")
 
     @classmethod
     def setUpClass(cls):
@@ -240,6 +240,62 @@ class Boto3Test(unittest.TestCase):
             ["ClusterNodeSummaries"]}, what=f"{victim} to go")
         self.assertEqual(group(self.sm.describe_cluster(ClusterName=name), "workers")
                          ["TargetCount"], 1)
+
+    def test_batch_reboot_and_replace_cluster_nodes(self):
+        name = "b3-recover"
+        nodes = self.sm.list_cluster_nodes(ClusterName=name, InstanceGroupNameContains="workers")[
+            "ClusterNodeSummaries"]
+        rebooted, replaced = nodes[0]["InstanceId"], nodes[1]["InstanceId"]
+        replaced_logical = self.sm.describe_cluster_node(
+            ClusterName=name, NodeId=replaced)["NodeDetails"]["NodeLogicalId"]
+        before_ip = self.sm.describe_cluster_node(
+            ClusterName=name, NodeId=replaced)["NodeDetails"]["PrivatePrimaryIp"]
+
+        out = self.sm.batch_reboot_cluster_nodes(ClusterName=name,
+                                                 NodeIds=[rebooted, UNKNOWN_NODE])
+        self.assertEqual(out["Successful"], [rebooted])
+        self.assertEqual([(f["NodeId"], f["ErrorCode"]) for f in out["Failed"]],
+                         [(UNKNOWN_NODE, "InstanceIdNotFound")])
+        # While it reboots it is Pending with a message, and a second request is refused.
+        node = self.sm.describe_cluster_node(ClusterName=name, NodeId=rebooted)["NodeDetails"]
+        self.assertEqual(node["InstanceStatus"]["Status"], "Pending")
+        self.assertIn("Reboot", node["InstanceStatus"]["Message"])
+        again = self.sm.batch_replace_cluster_nodes(ClusterName=name, NodeIds=[rebooted])
+        self.assertEqual([f["ErrorCode"] for f in again["Failed"]], ["InstanceIdInUse"])
+
+        out = self.sm.batch_replace_cluster_nodes(ClusterName=name,
+                                                  NodeLogicalIds=[replaced_logical])
+        self.assertEqual(out["SuccessfulNodeLogicalIds"], [replaced_logical])
+
+        def recovered():
+            now = {n["InstanceId"]: n for n in self.sm.list_cluster_nodes(
+                ClusterName=name, InstanceGroupNameContains="workers")["ClusterNodeSummaries"]}
+            if len(now) != 2 or any(n["InstanceStatus"]["Status"] != "Running"
+                                    for n in now.values()):
+                return None
+            return now
+        now = harness.wait_until(recovered, timeout=60, what="the reboot and the replacement")
+        self.assertIn(rebooted, now)          # a reboot keeps the instance
+        self.assertNotIn(replaced, now)       # a replacement is a new instance ...
+        successor = next(i for i in now if i != rebooted)
+        details = self.sm.describe_cluster_node(ClusterName=name, NodeId=successor)["NodeDetails"]
+        self.assertEqual(details["NodeLogicalId"], replaced_logical)  # ... in the same place
+        self.assertEqual(details["PrivatePrimaryIp"], before_ip)
+        events = [e["Description"] for e in self.sm.list_cluster_events(
+            ClusterName=name, MaxResults=100)["Events"]]
+        self.assertTrue(any(d == f"Instance {rebooted} rebooted" for d in events), events)
+        self.assertTrue(any(d.startswith(f"Replacing instance {replaced} with {successor}")
+                            for d in events), events)
+
+        with self.assertRaises(ClientError) as ctx:
+            self.sm.batch_reboot_cluster_nodes(ClusterName=name)
+        self.assertIn("NodeIds", self.assertCode(ctx, "ValidationException"))
+        with self.assertRaises(ClientError) as ctx:
+            self.sm.batch_reboot_cluster_nodes(ClusterName=name, NodeIds=[UNKNOWN_NODE] * 26)
+        self.assertCode(ctx, "ValidationException")
+        with self.assertRaises(self.sm.exceptions.ResourceNotFound):
+            self.sm.batch_replace_cluster_nodes(ClusterName="no-such-cluster",
+                                                NodeIds=[UNKNOWN_NODE])
 
     def test_delete_cluster(self):
         name = "b3-doomed"

@@ -52,6 +52,8 @@ class ClusterOperations {
   StatusOr<Json> describeClusterNode(const Json& in);
   StatusOr<Json> batchDeleteClusterNodes(const Json& in);
   StatusOr<Json> batchAddClusterNodes(const Json& in);
+  StatusOr<Json> batchRebootClusterNodes(const Json& in);
+  StatusOr<Json> batchReplaceClusterNodes(const Json& in);
   StatusOr<Json> listClusterEvents(const Json& in);
   StatusOr<Json> describeClusterEvent(const Json& in);
   StatusOr<Json> addTags(const Json& in);
@@ -59,6 +61,14 @@ class ClusterOperations {
   StatusOr<Json> deleteTags(const Json& in);
 
  private:
+  /// BatchRebootClusterNodes / BatchReplaceClusterNodes: records the node recovery
+  /// (Node::recovery, `action` "Reboot" or "Replace") on each Running node of an InService
+  /// or Updating cluster; the controller carries it out. Per-node errors (the model's
+  /// BatchReboot/ReplaceClusterNodesErrorCode): InstanceIdNotFound, InvalidInstanceStatus
+  /// (not Running), InstanceIdInUse (a recovery is already under way). Errors:
+  /// ValidationException without NodeIds and NodeLogicalIds; ConflictException for a
+  /// cluster in another status; ResourceNotFound.
+  StatusOr<Json> requestRecovery(const Json& in, const std::string& action);
 
   /// Runs read-modify-write `fn` on a cluster, retrying when a controller wrote the cluster
   /// between the read and the commit (compare-and-swap lost).

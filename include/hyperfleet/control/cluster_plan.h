@@ -27,6 +27,8 @@ struct ClusterSnapshot {
   /// With lifecycle_by_agent: how long a booted instance may go without its agent starting
   /// the lifecycle scripts before it is declared failed.
   Duration agent_start_timeout = std::chrono::minutes(5);
+  /// How long a rebooted instance may take to boot again before it is declared failed.
+  Duration reboot_timeout = std::chrono::minutes(10);
 };
 
 /// What the planner decided.
@@ -34,6 +36,7 @@ struct ClusterPlan {
   store::WriteBatch writes;                     ///< CAS writes and events, committed first
   std::vector<provider::InstanceSpec> launches; ///< then these launches
   std::vector<std::string> terminations;        ///< and these terminations
+  std::vector<std::string> reboots;             ///< and these reboots
   /// True when nothing is in flight: no instance is pending or shutting down and the
   /// cluster status is final for now (InService, Failed). The controller then only
   /// resyncs slowly.
@@ -51,7 +54,12 @@ struct ClusterPlan {
 ///  - a failure during Updating rolls the group back to the instances that run
 ///    (RollingBack, then InService with the failure in the events);
 ///  - Deleting terminates everything and erases the cluster once the provider reports no
-///    instance left.
+///    instance left;
+///  - node recovery (Node::recovery, set by BatchRebootClusterNodes/BatchReplaceClusterNodes):
+///    Reboot asks the provider once and makes the node Running again when it reports a boot
+///    after the request (lifecycle scripts do not run again); Replace terminates the
+///    instance and, once the provider no longer reports it, launches a new instance id with
+///    the same NodeLogicalId and address, whose lifecycle scripts run as on a new node.
 ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids);
 
 }  // namespace hf::control

@@ -94,6 +94,10 @@ struct Node {
   /// failure's explanation; only providers that run agents fill these.
   std::string lifecycle_state;
   std::string lifecycle_message;
+  /// A node recovery in progress, null when none: {"Action": "Reboot"|"Replace",
+  /// "Reason": why (for messages and events), "RequestedAt": epoch seconds,
+  /// "Started": whether the provider was asked yet (Reboot)}.
+  nlohmann::json recovery;
   int64_t revision = 0;
 };
 

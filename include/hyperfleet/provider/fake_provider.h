@@ -31,6 +31,8 @@ class FakeProvider final : public Provider {
   std::string_view name() const override { return "fake"; }
   Status launch(const InstanceSpec& spec) override;
   Status terminate(std::string_view instance_id) override;
+  /// Boots the instance again: Pending for boot_delay, then Running with a later boot_time.
+  Status reboot(std::string_view instance_id) override;
   StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) override;
 
   /// Test knob: the next `count` launches in instance group `group` fail to boot with

@@ -82,6 +82,9 @@ class LocalProvider final : public Provider {
   std::string_view name() const override { return "local"; }
   Status launch(const InstanceSpec& spec) override;
   Status terminate(std::string_view instance_id) override;
+  /// Asks the node's systemd to reboot (SIGINT, as `machinectl reboot`); nspawn then exits
+  /// with 133 and the supervisor boots the node again on the same disk.
+  Status reboot(std::string_view instance_id) override;
   StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) override;
   bool runsLifecycleScripts() const override { return true; }
   StatusOr<int> nodeInitPid(std::string_view instance_id) override;

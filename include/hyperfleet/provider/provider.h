@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/status.h"
 
 namespace hf::provider {
@@ -41,6 +43,8 @@ struct InstanceObservation {
   std::string message;     ///< failure reason when kFailed
   std::string private_ip;  ///< known once running
   std::string hostname;    ///< ip-a-b-c-d
+  /// When the running system last booted (a reboot moves it); zero when unknown.
+  SystemTime boot_time{};
 };
 
 /// A source of instances. Implementations are thread-safe.
@@ -54,6 +58,14 @@ class Provider {
   virtual Status launch(const InstanceSpec& spec) = 0;
   /// Starts terminating an instance (asynchronous). Unknown ids are a no-op.
   virtual Status terminate(std::string_view instance_id) = 0;
+  /// Starts rebooting a running instance (asynchronous): it keeps its disk, address and
+  /// identity, and InstanceObservation::boot_time moves once it is up again. Errors:
+  /// NotFound for an unknown instance, FailedPrecondition when it is not running,
+  /// Unimplemented for providers that cannot reboot.
+  virtual Status reboot(std::string_view instance_id) {
+    return absl::UnimplementedError(absl::StrCat("provider ", std::string(name()),
+                                                 " cannot reboot ", std::string(instance_id)));
+  }
   /// Every instance of `cluster_id` that is not yet fully terminated.
   virtual StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) = 0;
   /// True when the provider's nodes run the lifecycle scripts themselves (through the node

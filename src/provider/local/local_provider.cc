@@ -27,7 +27,9 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/paths.h"
@@ -105,6 +107,26 @@ struct ImdsTokens {
   std::mutex mu;
   std::map<std::string, std::chrono::steady_clock::time_point> expiry;
 };
+
+// When process `pid` started (its /proc stat starttime after the host's btime); zero when
+// unknown. A node's init starts anew at every boot, so this is the node's boot time.
+SystemTime ProcessStartTime(int pid) {
+  auto stat = local::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  auto host = local::ReadFile("/proc/stat");
+  if (!stat.ok() || !host.ok()) return SystemTime{};
+  // Fields after the parenthesised command name; starttime is field 22 (1-based).
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 > stat->size()) return SystemTime{};
+  std::vector<std::string> f = absl::StrSplit(stat->substr(close + 2), ' ');
+  double start_ticks = 0;
+  if (f.size() < 20 || !absl::SimpleAtod(f[19], &start_ticks)) return SystemTime{};
+  double btime = 0;
+  for (absl::string_view line : absl::StrSplit(*host, '\n')) {
+    if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtod(line, &btime)) break;
+  }
+  if (btime <= 0) return SystemTime{};
+  return FromEpochSeconds(btime + start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK)));
+}
 
 }  // namespace
 
@@ -210,8 +232,9 @@ class LocalProvider::Impl {
         case Phase::kFailed: o.state = InstanceState::kFailed; break;
         case Phase::kTerminating: o.state = InstanceState::kTerminating; break;
         case Phase::kStarted:
-          if (initPid(o.instance_id).ok()) {
+          if (auto init = initPid(o.instance_id); init.ok()) {
             o.state = InstanceState::kRunning;
+            o.boot_time = ProcessStartTime(*init);
           } else if (supervisorPid(o.instance_id)) {
             o.state = InstanceState::kPending;  // booting, or rebooting
           } else {
@@ -1068,6 +1091,14 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
 
 Status LocalProvider::launch(const InstanceSpec& spec) { return impl_->launch(spec); }
 Status LocalProvider::terminate(std::string_view id) { return impl_->terminate(id); }
+Status LocalProvider::reboot(std::string_view id) {
+  HF_ASSIGN_OR_RETURN(int init, impl_->initPid(id));
+  if (kill(init, SIGINT) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot signal the init of node ", std::string(id), ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
 StatusOr<std::vector<InstanceObservation>> LocalProvider::list(std::string_view cluster_id) {
   return impl_->list(cluster_id);
 }

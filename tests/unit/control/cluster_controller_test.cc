@@ -228,6 +228,117 @@ TEST_F(ControllerTest, ARestartedControlPlaneReadoptsInstances) {
   std::filesystem::remove(state);
 }
 
+// Node recovery as BatchRebootClusterNodes / BatchReplaceClusterNodes record it.
+void RequestRecovery(store::Store& store, const std::string& cluster_id,
+                     const std::string& instance_id, const std::string& action,
+                     SystemTime now) {
+  auto n = store.node(cluster_id, instance_id).value();
+  n.recovery = {{"Action", action}, {"Reason", "test"}, {"RequestedAt", ToEpochSeconds(now)}};
+  n.status = is::kPending;
+  store::WriteBatch b;
+  b.nodes.push_back({n, n.revision, false});
+  ASSERT_TRUE(store.commit(b).ok());
+}
+
+TEST_F(ControllerTest, ReplaceKeepsLogicalIdAndAddressUnderANewInstanceId) {
+  auto id = create({Group("workers", 2)});
+  settle(id);
+  ASSERT_EQ(cluster(id).status, cs::kInService);
+  const model::Node old = nodes(id)[0];
+  RequestRecovery(*store_, id, old.instance_id, "Replace", clock_.now());
+  ASSERT_TRUE(controller_->reconcileOnce(id).ok());
+  // The old instance goes first; its successor waits for the address.
+  auto after = nodes(id);
+  ASSERT_EQ(after.size(), 3u);
+  const model::Node* successor = nullptr;
+  for (const auto& n : after) {
+    if (n.instance_id == old.instance_id) EXPECT_EQ(n.status, is::kShuttingDown);
+    if (n.instance_id != old.instance_id && n.logical_id == old.logical_id) successor = &n;
+  }
+  ASSERT_NE(successor, nullptr);
+  const std::string new_id = successor->instance_id;
+  EXPECT_EQ(successor->status, is::kPending);
+  EXPECT_NE(successor->message.find("Replacing instance " + old.instance_id), std::string::npos);
+  EXPECT_EQ(provider_->sizeForTest(), 2u);  // not launched while the old one is reported
+  settle(id);
+  EXPECT_EQ(cluster(id).status, cs::kInService);
+  after = nodes(id);
+  ASSERT_EQ(after.size(), 2u);
+  bool found = false;
+  for (const auto& n : after) {
+    EXPECT_NE(n.instance_id, old.instance_id);
+    if (n.instance_id != new_id) continue;
+    found = true;
+    EXPECT_EQ(n.status, is::kRunning);
+    EXPECT_EQ(n.logical_id, old.logical_id);
+    EXPECT_EQ(n.private_ip, old.private_ip);
+    EXPECT_EQ(n.hostname, old.hostname);
+    EXPECT_TRUE(n.recovery.is_null());
+  }
+  EXPECT_TRUE(found);
+  const auto events = store_->listEvents(id, {}).value();
+  bool event = false;
+  for (const auto& e : events.items) {
+    event |= e.description.find("Replacing instance " + old.instance_id + " with " + new_id) !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(event);
+}
+
+TEST_F(ControllerTest, RebootKeepsTheInstanceAndEndsWhenItBootedAgain) {
+  auto id = create({Group("workers", 1)});
+  settle(id);
+  const model::Node before = nodes(id)[0];
+  RequestRecovery(*store_, id, before.instance_id, "Reboot", clock_.now());
+  ASSERT_TRUE(controller_->reconcileOnce(id).ok());
+  auto n = nodes(id)[0];
+  EXPECT_EQ(n.status, is::kPending);
+  EXPECT_TRUE(n.recovery.value("Started", false));
+  // Booting again (the fake's boot delay is 500 ms): still Pending.
+  clock_.advance(milliseconds(200));
+  ASSERT_TRUE(controller_->reconcileOnce(id).ok());
+  EXPECT_EQ(nodes(id)[0].status, is::kPending);
+  settle(id);
+  n = nodes(id)[0];
+  EXPECT_EQ(n.instance_id, before.instance_id);
+  EXPECT_EQ(n.status, is::kRunning);
+  EXPECT_TRUE(n.recovery.is_null());
+  EXPECT_EQ(n.private_ip, before.private_ip);
+}
+
+TEST(PlanCluster, ARebootThatNeverBootsFailsTheNodeAfterTheTimeout) {
+  ClusterSnapshot snap;
+  snap.cluster.id = "abcdefabcdef";
+  snap.cluster.name = "demo";
+  snap.cluster.status = cs::kInService;
+  snap.cluster.groups.push_back(Group("workers", 1));
+  model::Node n;
+  n.cluster_id = snap.cluster.id;
+  n.instance_id = "i-0123456789abcdef0";
+  n.group = "workers";
+  n.status = is::kPending;
+  const SystemTime t0 = FromEpochSeconds(1'800'000'000);
+  n.recovery = {{"Action", "Reboot"}, {"Started", true}, {"RequestedAt", ToEpochSeconds(t0)},
+                {"AskedAt", ToEpochSeconds(t0)}};
+  snap.nodes.push_back(n);
+  provider::InstanceObservation o;
+  o.instance_id = n.instance_id;
+  o.cluster_id = n.cluster_id;
+  o.state = provider::InstanceState::kRunning;
+  o.boot_time = t0 - std::chrono::hours(1);  // still the old boot
+  snap.instances.push_back(o);
+  snap.reboot_timeout = std::chrono::minutes(10);
+  SequentialIdSource ids{1};
+  // After 31 s the lost request is repeated; after the timeout the node fails.
+  auto plan = PlanCluster(snap, t0 + std::chrono::seconds(31), ids);
+  EXPECT_EQ(plan.reboots, std::vector<std::string>{n.instance_id});
+  plan = PlanCluster(snap, t0 + std::chrono::minutes(11), ids);
+  ASSERT_FALSE(plan.writes.nodes.empty());
+  EXPECT_EQ(plan.writes.nodes.back().node.status, is::kFailure);
+  EXPECT_NE(plan.writes.nodes.back().node.message.find("did not come back"), std::string::npos);
+  EXPECT_TRUE(plan.reboots.empty());
+}
+
 TEST(PlanCluster, IsAPureFunctionOfSnapshotTimeAndIds) {
   ClusterSnapshot snap;
   snap.cluster.id = "abcdefabcdef";
