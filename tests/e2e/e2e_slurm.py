@@ -217,6 +217,64 @@ class SlurmFleetTest(NodeFixture):
         self.assertEqual(sorted(self.on_controller("srun -N2 hostname").split()),
                          sorted(remaining))
 
+    def test_6_reboot_keeps_the_node_and_its_disk_and_slurm_takes_it_back(self):
+        worker = next(d for d in self.node_details(NAME) if d["InstanceGroupName"] == "workers")
+        iid, host = worker["InstanceId"], worker["PrivateDnsHostname"].split(".")[0]
+        r = self.run_on(self.cluster_id, "workers", iid,
+                        "echo kept > /root/disk-marker && touch /run/boot-marker")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.aws("sagemaker", "batch-reboot-cluster-nodes", "--cluster-name", NAME,
+                       "--node-ids", iid)
+        self.assertEqual(out.get("Successful"), [iid], out)
+        wait_until(lambda: self.aws("sagemaker", "describe-cluster-node", "--cluster-name",
+                                    NAME, "--node-id", iid)["NodeDetails"]["InstanceStatus"]
+                   ["Status"] == "Running" and
+                   self.run_on(self.cluster_id, "workers", iid,
+                               "test ! -e /run/boot-marker").returncode == 0,
+                   timeout=120, interval=0.5, what="the rebooted node Running on a new boot")
+        r = self.run_on(self.cluster_id, "workers", iid, "cat /root/disk-marker")
+        self.assertEqual(r.stdout.strip(), "kept")
+        # Its enabled slurmd started at boot; the lifecycle scripts did not run again.
+        wait_until(lambda: self.sinfo().get((host, "dev"), ("",))[0] == "idle", timeout=60,
+                   interval=0.5, what=f"{host} idle in Slurm after its reboot")
+        events = self.aws("sagemaker", "list-cluster-events", "--cluster-name", NAME)["Events"]
+        descriptions = [e.get("Description", "") for e in events]
+        self.assertTrue(any(d.startswith(f"Instance {iid} rebooted") for d in descriptions),
+                        descriptions)
+        self.assertEqual(sum(1 for d in descriptions
+                             if d == f"Instance lifecycle script execution for EC2InstanceId "
+                                     f"{iid} has Succeeded"), 1, descriptions)
+
+    def test_7_replace_gives_a_new_instance_with_the_same_name_and_address(self):
+        worker = next(d for d in self.node_details(NAME) if d["InstanceGroupName"] == "workers")
+        iid, logical = worker["InstanceId"], worker["NodeLogicalId"]
+        host, ip = worker["PrivateDnsHostname"].split(".")[0], worker["PrivatePrimaryIp"]
+        r = self.run_on(self.cluster_id, "workers", iid, "echo old > /root/replace-marker")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.aws("sagemaker", "batch-replace-cluster-nodes", "--cluster-name", NAME,
+                       "--node-ids", iid, "i-00000000000000000")
+        self.assertEqual(out.get("Successful"), [iid], out)
+        self.assertEqual([f["ErrorCode"] for f in out.get("Failed", [])], ["InstanceIdNotFound"])
+
+        def successor():
+            for d in self.node_details(NAME):
+                if (d["NodeLogicalId"] == logical and d["InstanceId"] != iid
+                        and d["InstanceStatus"]["Status"] == "Running"):
+                    return d
+            return None
+        new = wait_until(successor, timeout=180, interval=0.5, what="the replacement Running")
+        self.assertEqual(new["PrivatePrimaryIp"], ip)
+        self.assertEqual(new["PrivateDnsHostname"].split(".")[0], host)
+        self.assertNotIn(iid, [n["InstanceId"] for n in self.nodes(NAME)])
+        # A fresh disk: the lifecycle scripts ran on it, and Slurm has the node back.
+        r = self.run_on(self.cluster_id, "workers", new["InstanceId"],
+                        "test ! -e /root/replace-marker && systemctl is-active slurmd")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        wait_until(lambda: self.sinfo().get((host, "dev"), ("",))[0] == "idle", timeout=60,
+                   interval=0.5, what=f"{host} idle in Slurm after its replacement")
+        self.assertEqual(sorted(self.on_controller("srun -N2 hostname").split()),
+                         self.worker_hostnames())
+
 
 if __name__ == "__main__":
     main()
