@@ -637,18 +637,34 @@ HealthReport HealthMonitor::Check(const CheckInputs& inputs) {
       return RunCommand(argv, timeout, stop);
     };
   }
-  if (run) {
-    report.findings.push_back(
+  bool unit_trouble = false;  // a unit restarted or down: follow it every round
+  for (const auto& f : command_findings_) {
+    unit_trouble |= f.severity != Severity::kOk &&
+                    std::find(options_.units.begin(), options_.units.end(), f.check) !=
+                        options_.units.end();
+  }
+  const bool command_round_due =
+      !command_round_ || unit_trouble ||
+      std::chrono::steady_clock::now() - *command_round_ >= options_.command_interval;
+  if (run && command_round_due) {
+    command_findings_.clear();
+    command_round_ = std::chrono::steady_clock::now();
+    command_findings_.push_back(
         EvaluateInit(run({"systemctl", "is-system-running"}, options_.command_timeout)));
     if (inputs.services) {
       for (const auto& unit : options_.units) {
         HealthFinding f = CheckUnit(unit, run);
-        if (!f.check.empty()) report.findings.push_back(std::move(f));
+        if (!f.check.empty()) command_findings_.push_back(std::move(f));
       }
     } else if (!options_.units.empty()) {
-      report.findings.push_back(
+      command_findings_.push_back(
           {"services", Severity::kOk, "not checked while the lifecycle scripts run"});
+      command_round_.reset();  // check them as soon as the scripts are done
     }
+  }
+  if (run) {
+    report.findings.insert(report.findings.end(), command_findings_.begin(),
+                           command_findings_.end());
   }
 
   CheckGpus(&report);

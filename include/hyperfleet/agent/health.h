@@ -249,6 +249,10 @@ struct HealthMonitorOptions {
   /// systemctl (and other commands). Empty: RunCommand when root is "/", otherwise init and
   /// unit checks are skipped (a test root must never restart the host's services).
   CommandRunner run_command;
+  /// The init and unit checks spawn systemctl (a few ms of CPU each): they run at most this
+  /// often, and rounds in between repeat their last findings. A unit found down keeps being
+  /// checked every round until it is active again or a soft fault.
+  std::chrono::milliseconds command_interval{30000};
   /// Whether to look for NVML at all; the library is from Nvml::DefaultLibrary() when empty.
   bool nvml = true;
   std::string nvml_library;
@@ -296,6 +300,8 @@ class HealthMonitor {
 
   HealthMonitorOptions options_;
   std::map<std::string, int> restarts_;  ///< unit → restarts since last found active
+  std::vector<HealthFinding> command_findings_;  ///< of the last init/unit round
+  std::optional<std::chrono::steady_clock::time_point> command_round_;
   std::unique_ptr<Nvml> nvml_;
   int kmsg_fd_ = -1;
   bool kmsg_failed_ = false;

@@ -507,6 +507,7 @@ class MonitorTest : public ::testing::Test {
     o.root = dir_.path();
     o.run_command = systemd_.Runner();
     o.restart_settle = 0ms;  // the fake is active at once or never
+    o.command_interval = 0ms;  // every round checks the units (one test covers the interval)
     o.nvml = false;
     o.clock = &clock_;
     return o;
@@ -572,6 +573,29 @@ TEST_F(MonitorTest, AFlappingSlurmdSpendsTheBudgetAcrossRounds) {
   systemd_.units["slurmd"].state = "failed";
   EXPECT_EQ(monitor.Check().Find("slurmd")->severity, Severity::kSoftFault);
   EXPECT_EQ(systemd_.Count("restart slurmd"), 2);
+}
+
+TEST_F(MonitorTest, SystemctlRunsOncePerIntervalUnlessAUnitIsInTrouble) {
+  systemd_.units["slurmd"] = {true, "active", false};
+  HealthMonitorOptions o = Options();
+  o.command_interval = std::chrono::hours(1);
+  HealthMonitor monitor(o);
+  EXPECT_EQ(monitor.Check().Find("slurmd")->severity, Severity::kOk);
+  const size_t calls = systemd_.calls.size();
+  EXPECT_GT(calls, 0u);
+  // Within the interval: the last findings, no new command.
+  const HealthReport again = monitor.Check();
+  ASSERT_NE(again.Find("slurmd"), nullptr);
+  EXPECT_EQ(again.Find("init")->severity, Severity::kOk);
+  EXPECT_EQ(systemd_.calls.size(), calls);
+  // A unit that needed a restart is followed every round.
+  HealthMonitor fresh(o);
+  systemd_.units["slurmd"] = {true, "failed", false};
+  EXPECT_EQ(fresh.Check().Find("slurmd")->severity, Severity::kWarning);
+  const int restarts = systemd_.Count("restart slurmd");
+  systemd_.units["slurmd"].state = "failed";
+  fresh.Check();
+  EXPECT_EQ(systemd_.Count("restart slurmd"), restarts + 1);
 }
 
 TEST_F(MonitorTest, UnitsOfOtherRolesAreLeftAlone) {
