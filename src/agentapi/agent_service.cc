@@ -398,7 +398,8 @@ http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& bod
   touch(caller.node.instance_id);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
-  json out{{"files_revision", files->revision}};
+  // The agent compares its clock with ours (health check "clock").
+  json out{{"files_revision", files->revision}, {"time", ToEpochSeconds(clock_.now())}};
   const json& seen = body.contains("files_revision") ? body["files_revision"] : json();
   if (!seen.is_number_integer() || seen.get<int64_t>() != static_cast<int64_t>(files->revision)) {
     out["files"] = files->files;

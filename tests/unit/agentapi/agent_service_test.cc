@@ -172,6 +172,7 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   json hb = json::parse(call("POST", "/agent/v1/heartbeat",
                              {{"files_revision", body["files_revision"]}}).body);
   EXPECT_FALSE(hb.contains("files"));
+  EXPECT_DOUBLE_EQ(hb["time"].get<double>(), ToEpochSeconds(clock_.now()));
   hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}).body);
   EXPECT_TRUE(hb.contains("files"));
   EXPECT_EQ(service_->lastSeen().count("i-00000000000000002"), 1u);
