@@ -13,11 +13,13 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "hyperfleet/agent/health.h"
+#include "absl/strings/str_join.h"
 #include "hyperfleet/agent/log_shipper.h"
 #include "hyperfleet/agent/script_runner.h"
 #include "hyperfleet/http/http_client.h"
@@ -727,24 +729,52 @@ bool RunNodeShell(const std::string& script, const Clock& clock) {
   return outcome.kind == ScriptOutcome::Kind::kExited && outcome.exit_code == 0;
 }
 
-void ReloadSlurmOnNode(SlurmReload reload, const Clock& clock) {
-  if (reload == SlurmReload::kNone) return;
-  // Only where the lifecycle scripts started slurmctld; scontrol reconfigure then pushes
-  // the file to every configless slurmd.
-  std::string script = "systemctl is-active --quiet slurmctld || exit 0\n";
-  if (reload == SlurmReload::kRestart) {
-    script +=
-        "systemctl restart slurmctld\n"
-        "i=0; until scontrol ping >/dev/null 2>&1; do i=$((i+1)); "
-        "[ $i -gt 100 ] && { echo 'slurmctld did not answer after its restart'; exit 1; }; "
-        "sleep 0.2; done\n";
+// Names of the nodes a slurm.conf defines (NodeName=<name> ...).
+std::set<std::string> SlurmNodeNames(std::string_view conf) {
+  std::set<std::string> names;
+  for (std::string_view line : RestartLines(conf)) {
+    if (!line.starts_with("NodeName=")) continue;
+    line.remove_prefix(9);
+    names.emplace(line.substr(0, line.find(' ')));
   }
-  script += "scontrol reconfigure\n";
+  return names;
+}
+
+bool ReloadSlurmOnNode(SlurmReload reload, std::string_view before, std::string_view after,
+                       const Clock& clock) {
+  if (reload == SlurmReload::kNone) return true;
+  // Only where the lifecycle scripts set slurmctld up. A slurmctld that died is started
+  // again; scontrol reconfigure then pushes the file to every configless slurmd.
+  std::string script =
+      "systemctl is-enabled --quiet slurmctld || exit 0\n"
+      "restart=" + std::string(reload == SlurmReload::kRestart ? "1" : "0") + "\n"
+      "systemctl is-active --quiet slurmctld || restart=1\n"
+      "if [ $restart = 1 ]; then\n";
+  // Nodes leaving the cluster go DOWN first, so that their jobs end (or requeue) now
+  // instead of waiting in COMPLETING for nodes that no longer exist.
+  std::vector<std::string> removed;
+  const auto now_names = SlurmNodeNames(after);
+  for (const auto& name : SlurmNodeNames(before)) {
+    if (!now_names.count(name)) removed.push_back(name);
+  }
+  if (!removed.empty()) {
+    script += "  systemctl is-active --quiet slurmctld && scontrol update NodeName=" +
+              absl::StrJoin(removed, ",") +
+              " State=DOWN Reason='removed from the cluster' || true\n";
+  }
+  script +=
+      "  systemctl restart slurmctld\n"
+      "  i=0; until scontrol ping >/dev/null 2>&1; do i=$((i+1)); "
+      "[ $i -gt 100 ] && { echo 'slurmctld did not answer after its restart'; exit 1; }; "
+      "sleep 0.2; done\n"
+      "fi\n"
+      "scontrol reconfigure\n";
   const bool ok = RunNodeShell(script, clock);
-  spdlog::info("slurm.conf changed: {} {}",
+  spdlog::info("slurm.conf changed: {}{}",
                reload == SlurmReload::kRestart ? "restarted slurmctld and reconfigured"
                                                : "reconfigured",
-               ok ? "" : "(failed; see above)");
+               ok ? "" : " (failed; retried at the next heartbeat)");
+  return ok;
 }
 
 }  // namespace
@@ -761,6 +791,9 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
   // After applying new files, confirm them at once (once in a row: never a busy loop).
   bool report_now = false;
   bool reported_early = false;
+  // A reload that failed is retried (and the new revision not confirmed) until it works.
+  SlurmReload pending_reload = SlurmReload::kNone;
+  std::string reload_before;
   std::optional<TimeSample> control_plane_time;  // from the last response carrying "time"
   std::optional<json> health_json;
   Severity last_verdict = Severity::kOk;
@@ -820,15 +853,20 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
         for (const auto& f : *files) {
           if (f.path == kSlurmConfPath) after = f.content;
         }
-        const SlurmReload reload = after.empty() ? SlurmReload::kNone : SlurmReloadFor(before, after);
+        if (pending_reload == SlurmReload::kNone) reload_before = before;
+        SlurmReload reload = after.empty() ? SlurmReload::kNone : SlurmReloadFor(before, after);
+        reload = std::max(reload, pending_reload);
+        bool reloaded = true;
         if (options_.reload_slurm) {
-          options_.reload_slurm(reload);
+          reloaded = options_.reload_slurm(reload);
         } else if (options_.root == "/") {
-          ReloadSlurmOnNode(reload, *clock_);
+          reloaded = ReloadSlurmOnNode(reload, reload_before, after, *clock_);
         }
+        pending_reload = reloaded ? SlurmReload::kNone : reload;
         // Reported once written and reloaded: the control plane then lets the nodes the new
-        // file names start their slurmd.
-        if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
+        // file names start their slurmd. Not confirmed, the files come again and the reload
+        // is retried.
+        if (reloaded && j.contains("files_revision") && j["files_revision"].is_number_integer()) {
           files_revision = j["files_revision"].get<int64_t>();
           report_now = true;
         }

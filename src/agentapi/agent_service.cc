@@ -250,6 +250,11 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
     // lifecycle scripts run (they wait for it); refreshed as the cluster changes.
     auto roles = slurm::SlurmRolesOf(caller.cluster, params.value_or(json()));
     if (roles.ok()) out.controller_group = roles->controller_group;
+    if (!roles.ok() && params && params->is_object() &&
+        (params->contains("controller_group") || params->contains("worker_groups") ||
+         params->contains("login_group"))) {
+      out.roles_error = std::string(roles.status().message());
+    }
     if (roles.ok() && roles->controller_group == caller.node.group) {
       auto conf = slurm::RenderSlurmConf(caller.cluster, nodes, *roles,
                                          model::InstanceCatalog::Embedded());
@@ -342,19 +347,32 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
   json lifecycle{{"run", false}};
   const bool done = caller.node.lifecycle_state == ls::kSucceeded ||
                     caller.node.lifecycle_state == ls::kFailed;
+  if (!files->roles_error.empty() && caller.node.lifecycle_state.empty()) {
+    // The bundle says Slurm but its roles are wrong: the control plane writes no slurm.conf
+    // and orders nothing. Say so where the user looks (the node's lifecycle log).
+    spdlog::warn("cluster {}: provisioning_parameters.json: {}", caller.cluster.name,
+                 files->roles_error);
+    log(caller, {{static_cast<int64_t>(ToEpochSeconds(clock_.now()) * 1000),
+                  "[SageMaker] provisioning_parameters.json gives no Slurm roles, so no "
+                  "slurm.conf is written and no node waits for the controller: " +
+                      files->roles_error}});
+  }
   std::optional<std::string> wait;
+  // A failed cluster's nodes wait for nothing (its controller will not come).
+  const bool failed_cluster = caller.cluster.status == model::cluster_status::kFailed;
   if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown &&
-      caller.node.lifecycle_state != ls::kStarted) {
+      caller.node.lifecycle_state != ls::kStarted && !failed_cluster) {
     wait = lifecycleWait(caller, *files);
   }
   if (wait) {
     lifecycle = json{{"run", false}, {"wait", true}, {"wait_reason", *wait},
                      {"retry_ms", options_.lifecycle_wait_retry_ms}};
     // Registered and held back: not an agent that never starts (see the agent-start timeout).
-    if (Status s = markWaiting(caller); !s.ok()) {
+    if (Status s = markWaiting(caller, *wait); !s.ok()) {
       return Error(HttpStatusOf(s), s.message());
     }
-  } else if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown) {
+  } else if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown &&
+             !failed_cluster) {
     // An unusable SourceS3Uri still runs: the bundle listing then fails with the reason,
     // which the agent reports as the node's failure.
     auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
@@ -365,8 +383,11 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
                      {"directory", loc.ok() ? BundleDirectory(*loc) : "/tmp/lifecycle-scripts/"},
                      {"timeout_seconds", options_.lifecycle_timeout_seconds}};
   }
-  spdlog::info("node {} ({} in {}) registered", caller.node.instance_id, caller.node.group,
-               caller.cluster.name);
+  // A node held back registers every second: log its first registration only.
+  spdlog::log(caller.node.lifecycle_state == ls::kWaiting ? spdlog::level::debug
+                                                          : spdlog::level::info,
+              "node {} ({} in {}) registered", caller.node.instance_id, caller.node.group,
+              caller.cluster.name);
   return Json(200, json{{"cluster_id", caller.cluster.id},
                         {"cluster_name", caller.cluster.name},
                         {"group", caller.node.group},
@@ -377,7 +398,7 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
                         {"lifecycle", lifecycle}});
 }
 
-Status AgentService::markWaiting(const Caller& caller) {
+Status AgentService::markWaiting(const Caller& caller, const std::string& reason) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     auto node = store_.node(caller.cluster.id, caller.node.instance_id);
     if (!node.ok()) return node.status();
@@ -387,6 +408,10 @@ Status AgentService::markWaiting(const Caller& caller) {
     store::WriteBatch batch;
     batch.nodes.push_back({updated, node->revision, false});
     auto committed = store_.commit(batch);
+    if (committed.ok()) {
+      log(caller, {{static_cast<int64_t>(ToEpochSeconds(clock_.now()) * 1000),
+                    "[SageMaker] Waiting to run the lifecycle scripts: " + reason}});
+    }
     if (committed.ok() || !absl::IsFailedPrecondition(committed.status())) {
       return committed.status();
     }

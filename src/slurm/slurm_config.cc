@@ -71,6 +71,9 @@ StatusOr<std::vector<SlurmNode>> SlurmNodes(const model::Cluster& cluster,
   return out;
 }
 
+/// The stand-in node of a cluster without login or worker nodes.
+constexpr const char* kPlaceholderNode = "hyperfleet-placeholder";
+
 int NvidiaGpus(const model::InstanceTypeSpec& spec) {
   return spec.accelerator_kind == model::AcceleratorKind::kNvidiaGpu ? spec.accelerator_count
                                                                      : 0;
@@ -127,6 +130,17 @@ StatusOr<SlurmRoles> SlurmRolesOf(const model::Cluster& cluster,
     return absl::InvalidArgumentError(
         "no Slurm controller group: set InstanceGroups[].SlurmConfig.NodeType to Controller "
         "for one group, or controller_group in provisioning_parameters.json");
+  }
+  if (roles.worker_partitions.count(roles.controller_group)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "instance group ", roles.controller_group,
+        " is the Slurm controller group and cannot also be a worker group (worker_groups / "
+        "SlurmConfig.NodeType)"));
+  }
+  if (!roles.login_group.empty() && roles.worker_partitions.count(roles.login_group)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "instance group ", roles.login_group,
+        " is the Slurm login group and cannot also be a worker group"));
   }
   for (const auto& [what, name] : {std::pair{"controller_group", roles.controller_group},
                                    std::pair{"login_group", roles.login_group}}) {
@@ -191,14 +205,26 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
   }
   if (gpus) absl::StrAppend(&out, "GresTypes=gpu\n");
   absl::StrAppend(&out, "Include accounting.conf\n\n", node_lines);
-  if (all.empty()) {
-    absl::StrAppend(&out, "# No login or worker node yet.\n");
-    return out;
+  // Every partition exists even without nodes (a worker group scaled to 0): slurmctld
+  // refuses to start without any partition, and jobs queued for an empty one wait.
+  for (const auto& [group, name] : roles.worker_partitions) {
+    if (cluster.group(group)) partitions[name];
   }
-  absl::StrAppend(&out, "\nPartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n");
+  if (all.empty()) {
+    // slurmctld 22.05 exits with "no nodes configured": a FUTURE node is never contacted
+    // and sinfo does not show it.
+    absl::StrAppend(&out,
+                    "# No login or worker node yet: partitions are empty, and Slurm needs a "
+                    "node defined.\nNodeName=", kPlaceholderNode, " State=FUTURE CPUs=1\n");
+  }
+  auto nodes_of = [](const std::vector<std::string>& members, const std::string& list) {
+    return members.empty() ? std::string() : absl::StrCat(" Nodes=", list);
+  };
+  absl::StrAppend(&out, "\nPartitionName=dev", nodes_of(all, "ALL"),
+                  " Default=YES MaxTime=INFINITE State=UP\n");
   for (const auto& [name, members] : partitions) {
     if (name == "dev") continue;  // `dev` already has every node
-    absl::StrAppend(&out, "PartitionName=", name, " Nodes=", absl::StrJoin(members, ","),
+    absl::StrAppend(&out, "PartitionName=", name, nodes_of(members, absl::StrJoin(members, ",")),
                     " MaxTime=INFINITE State=UP\n");
   }
   return out;

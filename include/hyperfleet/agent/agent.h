@@ -61,10 +61,12 @@ struct AgentOptions {
   /// How long bundle listing and downloads keep retrying transient failures (5xx,
   /// unreachable) before the node fails with reason "download".
   std::chrono::milliseconds download_retry_limit{std::chrono::minutes(5)};
-  /// Applies a Slurm reload after the control plane changed slurm.conf (heartbeats only).
-  /// Empty: with root "/" the agent runs systemctl/scontrol when slurmctld is active (the
-  /// HyperPod cluster agent's duty); under any other root it does nothing.
-  std::function<void(SlurmReload)> reload_slurm;
+  /// Applies a Slurm reload after the control plane changed slurm.conf (heartbeats only);
+  /// returns whether it worked (if not, the new files are not confirmed and the reload is
+  /// tried again at the next heartbeat). Empty: with root "/" the agent runs
+  /// systemctl/scontrol when the lifecycle scripts enabled slurmctld (the HyperPod cluster
+  /// agent's duty), marking removed nodes DOWN first; under any other root it does nothing.
+  std::function<bool(SlurmReload)> reload_slurm;
   /// Runs the node health checks (health.h) before each heartbeat and sends the report as
   /// the heartbeat's "health" member. Under a root other than "/" systemd units are never
   /// touched (see HealthMonitorOptions::run_command).

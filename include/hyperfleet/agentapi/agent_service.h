@@ -93,6 +93,8 @@ class AgentService {
     std::vector<model::Node> nodes;    ///< the cluster's nodes
     std::optional<std::string> slurm_conf;  ///< set on the controller of a Slurm cluster
     std::string controller_group;      ///< empty: not a Slurm cluster (no roles)
+    /// Why provisioning_parameters.json gives no Slurm roles (it exists but is wrong).
+    std::string roles_error;
   };
   StatusOr<NodeFiles> nodeFiles(const Caller& caller);
   /// Why `caller`'s lifecycle scripts must wait, or nullopt when they may run. Controller
@@ -100,8 +102,9 @@ class AgentService {
   /// node waits until a controller node's scripts have succeeded and that controller has
   /// applied a slurm.conf naming this node (else its configless slurmd finds no NodeName).
   std::optional<std::string> lifecycleWait(const Caller& caller, const NodeFiles& files);
-  /// Records that the node's agent registered and waits (lifecycle_state::kWaiting).
-  Status markWaiting(const Caller& caller);
+  /// Records that the node's agent registered and waits (lifecycle_state::kWaiting), and
+  /// says why in the node's lifecycle log stream the first time.
+  Status markWaiting(const Caller& caller, const std::string& reason);
   /// The bundle's provisioning_parameters.json (at most 1 MiB), cached for a while.
   std::optional<nlohmann::json> provisioningParameters(const std::string& source_uri);
   void log(const Caller& caller, std::vector<LogLine> lines);
@@ -121,7 +124,8 @@ class AgentService {
   std::map<std::string, std::string> cluster_of_;  ///< instance id -> cluster id (cache)
   /// Controller instance id -> the slurm.conf its agent has applied (written and reloaded).
   std::map<std::string, std::string> applied_slurm_conf_;
-  static constexpr Duration kParamsCacheTtl = std::chrono::seconds(30);
+  /// Short: a user who fixes the file and creates the cluster again must see the fix.
+  static constexpr Duration kParamsCacheTtl = std::chrono::seconds(5);
   static constexpr size_t kMaxParamsBytes = 1u << 20;
   /// SourceS3Uri -> (when read, provisioning parameters or none).
   std::map<std::string, std::pair<SystemTime, std::optional<nlohmann::json>>> params_cache_;

@@ -420,6 +420,7 @@ TEST_F(AgentTest, ChangedSlurmConfIsReloadedAndConfirmedAtOnce) {
   options.reload_slurm = [&](SlurmReload r) {
     std::lock_guard<std::mutex> lock(mu);
     reloads.push_back(r);
+    return true;
   };
   StartAgent(options);
   // The first heartbeat brings the new file; the agent reloads and confirms revision 7 in
@@ -435,6 +436,41 @@ TEST_F(AgentTest, ChangedSlurmConfIsReloadedAndConfirmedAtOnce) {
   ASSERT_FALSE(reloads.empty());
   EXPECT_EQ(reloads[0], SlurmReload::kRestart);
   EXPECT_EQ(ReadFile(root_ + "/opt/slurm/etc/slurm.conf"), "NodeName=a\nNodeName=b\n");
+}
+
+TEST_F(AgentTest, AFailedSlurmReloadIsRetriedAndNotConfirmedMeanwhile) {
+  cp_.registration["heartbeat_seconds"] = 1;
+  cp_.registration["lifecycle"]["run"] = false;
+  cp_.registration["files"] = json::array(
+      {{{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", "NodeName=a\n"}}});
+  cp_.heartbeat_response = {
+      {"files_revision", 7},
+      {"files", json::array({{{"path", "/opt/slurm/etc/slurm.conf"},
+                              {"mode", 0644},
+                              {"content", "NodeName=a\nNodeName=b\n"}}})}};
+  std::mutex mu;
+  std::vector<SlurmReload> reloads;
+  AgentOptions options = Options();
+  options.once = false;
+  options.reload_slurm = [&](SlurmReload r) {
+    std::lock_guard<std::mutex> lock(mu);
+    reloads.push_back(r);
+    return reloads.size() > 1;  // the first attempt fails (e.g. slurmctld down)
+  };
+  StartAgent(options);
+  ASSERT_TRUE(cp_.WaitFor([&] { return cp_.heartbeat_revisions.size() >= 3; }, 10s));
+  {
+    std::lock_guard<std::mutex> lock(cp_.mu());
+    EXPECT_NE(cp_.heartbeat_revisions[1], 7);  // not confirmed after the failure
+    EXPECT_EQ(cp_.heartbeat_revisions[2], 7);  // confirmed once the retry worked
+  }
+  agent_->Stop();
+  ASSERT_EQ(done_.wait_for(10s), std::future_status::ready);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_GE(reloads.size(), 2u);
+  // The file is unchanged by then, but the pending restart is still owed.
+  EXPECT_EQ(reloads[0], SlurmReload::kRestart);
+  EXPECT_EQ(reloads[1], SlurmReload::kRestart);
 }
 
 TEST_F(AgentTest, HeartbeatsWriteNewFiles) {

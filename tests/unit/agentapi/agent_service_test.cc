@@ -3,6 +3,7 @@
 // reports, log lines.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -192,6 +193,12 @@ TEST_F(AgentServiceTest, WorkersWaitForTheControllerAndASlurmConfNamingThem) {
       << l;
   EXPECT_GT(l["retry_ms"].get<int>(), 0);
   EXPECT_EQ(store_->node("abcdefabcdef", worker)->lifecycle_state, ls::kWaiting);
+  // Said once in its lifecycle log stream.
+  EXPECT_EQ(std::count_if(logged_.begin(), logged_.end(), [](const std::string& l) {
+              return l.find("[SageMaker] Waiting to run the lifecycle scripts: the lifecycle "
+                            "scripts of the controller group ctl") != std::string::npos;
+            }), 1);
+  lifecycle_of(worker);
   // The controller never waits; its registration hands it slurm.conf.
   l = lifecycle_of(ctl);
   EXPECT_TRUE(l["run"].get<bool>());
@@ -228,6 +235,17 @@ TEST_F(AgentServiceTest, WorkersWaitForTheControllerAndASlurmConfNamingThem) {
       call("POST", "/agent/v1/heartbeat", {{"files_revision", hb["files_revision"]}}, ctl).body);
   EXPECT_FALSE(hb.contains("files"));
   EXPECT_TRUE(lifecycle_of(added.instance_id)["run"].get<bool>());
+}
+
+TEST_F(AgentServiceTest, WrongSlurmRolesAreReportedInTheLifecycleLog) {
+  write("s3/my-bucket/lcs/provisioning_parameters.json",
+        R"({"controller_group": "ctl", "worker_groups": [{"instance_group_name": "ghost"}]})");
+  auto r = call("POST", "/agent/v1/register", json::object(), "i-00000000000000002");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["lifecycle"]["run"].get<bool>());  // no roles: no waiting
+  bool said = false;
+  for (const auto& l : logged_) said |= l.find("names instance group 'ghost'") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {

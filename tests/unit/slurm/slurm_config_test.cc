@@ -129,6 +129,39 @@ TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
   EXPECT_LT(s.find("NodeName=ip-10-1-0-7"), s.find("NodeName=ip-10-1-0-8"));
 }
 
+TEST(SlurmConf, WithoutWorkersEveryPartitionStillExistsEmpty) {
+  // A worker group scaled to 0: slurmctld must still find partitions (it exits without).
+  auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                    Group("worker-group-1", "ml.c5.4xlarge", 0)});
+  json params = {{"controller_group", "controller-machine"},
+                 {"worker_groups", {{{"instance_group_name", "worker-group-1"},
+                                     {"partition_name", "train"}}}}};
+  auto roles = SlurmRolesOf(c, params).value();
+  auto conf = RenderSlurmConf(c, {Node("controller-machine", "10.1.0.5", 1)}, roles,
+                              model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  EXPECT_NE(conf->find("\nPartitionName=dev Default=YES MaxTime=INFINITE State=UP\n"),
+            std::string::npos) << *conf;
+  EXPECT_NE(conf->find("\nPartitionName=train MaxTime=INFINITE State=UP\n"), std::string::npos)
+      << *conf;
+  // Slurm 22.05 refuses a configuration without nodes: one FUTURE placeholder.
+  EXPECT_NE(conf->find("\nNodeName=hyperfleet-placeholder State=FUTURE CPUs=1\n"),
+            std::string::npos) << *conf;
+}
+
+TEST(SlurmRoles, AGroupHasOneRole) {
+  auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                    Group("worker-group-1", "ml.c5.4xlarge", 1)});
+  json params = {{"controller_group", "controller-machine"},
+                 {"worker_groups", {{{"instance_group_name", "controller-machine"}},
+                                    {{"instance_group_name", "worker-group-1"}}}}};
+  auto roles = SlurmRolesOf(c, params);
+  ASSERT_FALSE(roles.ok());
+  EXPECT_NE(std::string(roles.status().message()).find("cannot also be a worker group"),
+            std::string::npos)
+      << roles.status();
+}
+
 TEST(SlurmConf, GresConfCountsEachGpuNode) {
   auto c = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
                     Group("login-group", "ml.m5.xlarge", 1),
