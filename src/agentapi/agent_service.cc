@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "hyperfleet/model/instance_catalog.h"
 #include "hyperfleet/slurm/slurm_config.h"
@@ -419,8 +420,63 @@ Status AgentService::markWaiting(const Caller& caller, const std::string& reason
   return absl::UnavailableError("the node record kept changing; retry");
 }
 
+std::map<std::string, json> AgentService::lastHealth() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+namespace {
+bool IsFault(const std::string& verdict) {
+  return verdict == "soft_fault" || verdict == "hard_fault";
+}
+}  // namespace
+
+void AgentService::recordHealth(const Caller& caller, const json& health) {
+  if (!health.is_object() || !health.contains("verdict") || !health["verdict"].is_string()) {
+    return;
+  }
+  const std::string verdict = health["verdict"].get<std::string>();
+  std::string before;
+  {
+    std::lock_guard lock(mu_);
+    auto it = health_.find(caller.node.instance_id);
+    if (it != health_.end()) before = it->second.value("verdict", "");
+    health_[caller.node.instance_id] = health;
+  }
+  if (IsFault(verdict) == IsFault(before) && (verdict == before || !IsFault(verdict))) return;
+  // What failed, in the agent's words.
+  std::vector<std::string> failing;
+  for (const auto& f : health.value("findings", json::array())) {
+    if (f.is_object() && IsFault(f.value("severity", ""))) {
+      failing.push_back(f.value("check", "?") + ": " + f.value("message", ""));
+    }
+  }
+  std::string description;
+  if (IsFault(verdict)) {
+    description = absl::StrCat("Instance ", caller.node.instance_id, " failed its health checks (",
+                               verdict == "hard_fault" ? "hardware fault, replace"
+                                                       : "soft fault, reboot",
+                               "): ", absl::StrJoin(failing, "; "));
+  } else {
+    description = absl::StrCat("Instance ", caller.node.instance_id,
+                               " passes its health checks again");
+  }
+  store::WriteBatch batch;
+  batch.events.push_back(model::MakeEvent(
+      ids_.eventId(), caller.cluster.id, clock_.now(),
+      {"Instance", IsFault(verdict) ? "Error" : "Info", description, caller.node.group,
+       caller.node.instance_id,
+       json{{"Instance", {{"NodeLogicalId", caller.node.logical_id}}}}}));
+  if (auto s = store_.commit(batch); !s.ok()) {
+    spdlog::warn("health event for {}: {}", caller.node.instance_id,
+                 std::string(s.status().message()));
+  }
+  spdlog::log(IsFault(verdict) ? spdlog::level::warn : spdlog::level::info, "{}", description);
+}
+
 http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& body) {
   touch(caller.node.instance_id);
+  if (body.contains("health")) recordHealth(caller, body["health"]);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   // The agent compares its clock with ours (health check "clock").

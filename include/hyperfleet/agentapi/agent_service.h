@@ -72,6 +72,9 @@ class AgentService {
 
   /// When each instance's agent was last heard from (registration or heartbeat).
   std::map<std::string, SystemTime> lastSeen() const;
+  /// The last health report each instance's agent sent (the heartbeat's "health" object,
+  /// docs/nodes.md "Health checks"); instances that sent none are absent.
+  std::map<std::string, nlohmann::json> lastHealth() const;
 
  private:
   struct Caller {
@@ -102,6 +105,9 @@ class AgentService {
   /// node waits until a controller node's scripts have succeeded and that controller has
   /// applied a slurm.conf naming this node (else its configless slurmd finds no NodeName).
   std::optional<std::string> lifecycleWait(const Caller& caller, const NodeFiles& files);
+  /// Keeps the heartbeat's health report and, when its verdict enters or leaves a fault
+  /// (soft_fault, hard_fault), records an event naming the failing checks.
+  void recordHealth(const Caller& caller, const nlohmann::json& health);
   /// Records that the node's agent registered and waits (lifecycle_state::kWaiting), and
   /// says why in the node's lifecycle log stream the first time.
   Status markWaiting(const Caller& caller, const std::string& reason);
@@ -122,6 +128,7 @@ class AgentService {
   mutable std::mutex mu_;
   std::map<std::string, SystemTime> last_seen_;
   std::map<std::string, std::string> cluster_of_;  ///< instance id -> cluster id (cache)
+  std::map<std::string, nlohmann::json> health_;  ///< instance id -> last health report
   /// Controller instance id -> the slurm.conf its agent has applied (written and reloaded).
   std::map<std::string, std::string> applied_slurm_conf_;
   /// Short: a user who fixes the file and creates the cluster again must see the fix.

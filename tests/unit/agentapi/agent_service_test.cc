@@ -248,6 +248,40 @@ TEST_F(AgentServiceTest, WrongSlurmRolesAreReportedInTheLifecycleLog) {
   EXPECT_TRUE(said);
 }
 
+TEST_F(AgentServiceTest, HealthFaultsAndRecoveriesBecomeEventsOnce) {
+  auto health = [](const std::string& verdict, const std::string& message) {
+    return json{{"verdict", verdict},
+                {"findings", json::array({{{"check", "slurmd"},
+                                           {"severity", verdict},
+                                           {"message", message}}})}};
+  };
+  auto events = [&] {
+    std::vector<std::string> out;
+    const auto page = store_->listEvents("abcdefabcdef", {}).value();
+    for (const auto& e : page.items) {
+      if (e.description.find("health checks") != std::string::npos) out.push_back(e.description);
+    }
+    return out;
+  };
+  const std::string id = "i-00000000000000002";
+  for (const char* verdict : {"ok", "warning", "soft_fault", "soft_fault", "hard_fault", "ok"}) {
+    auto r = call("POST", "/agent/v1/heartbeat",
+                  {{"files_revision", 1}, {"health", health(verdict, "cannot be restarted")}}, id);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  const auto seen = events();
+  ASSERT_EQ(seen.size(), 3u) << ::testing::PrintToString(seen);
+  EXPECT_EQ(seen[0], "Instance " + id +
+                         " failed its health checks (soft fault, reboot): slurmd: cannot be "
+                         "restarted");
+  EXPECT_NE(seen[1].find("(hardware fault, replace)"), std::string::npos) << seen[1];
+  EXPECT_EQ(seen[2], "Instance " + id + " passes its health checks again");
+  EXPECT_EQ(service_->lastHealth().at(id)["verdict"], "ok");
+  // A malformed report is kept out, and changes nothing.
+  ASSERT_EQ(call("POST", "/agent/v1/heartbeat", {{"health", "bad"}}, id).status, 200);
+  EXPECT_EQ(events().size(), 3u);
+}
+
 TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {
   auto r = call("GET", "/agent/v1/bundle");
   ASSERT_EQ(r.status, 200) << r.body;
