@@ -194,6 +194,19 @@ const std::map<std::string, Handler, std::less<>>& Handlers() {
   return kHandlers;
 }
 
+/// A Batch*ClusterNodes response: each list only when non-empty (Successful, Failed,
+/// SuccessfulNodeLogicalIds, FailedNodeLogicalIds).
+nlohmann::json BatchNodesResult(const nlohmann::json& ok_ids, const nlohmann::json& failed,
+                                const nlohmann::json& ok_logical,
+                                const nlohmann::json& failed_logical) {
+  nlohmann::json out = nlohmann::json::object();
+  if (!ok_ids.empty()) out["Successful"] = ok_ids;
+  if (!failed.empty()) out["Failed"] = failed;
+  if (!ok_logical.empty()) out["SuccessfulNodeLogicalIds"] = ok_logical;
+  if (!failed_logical.empty()) out["FailedNodeLogicalIds"] = failed_logical;
+  return out;
+}
+
 /// `out` with NextToken set when there is a next page (left out on the last one).
 nlohmann::json WithNextToken(nlohmann::json out, const std::string& next_token) {
   if (!next_token.empty()) out["NextToken"] = next_token;
@@ -666,12 +679,7 @@ StatusOr<nlohmann::json> ClusterOperations::batchDeleteClusterNodes(const Json& 
       g.spec["InstanceCount"] = g.target_count;
     }
     if (!batch.nodes.empty()) batch.clusters.push_back({c, c.revision, false});
-    Json out = Json::object();
-    if (!ok_ids.empty()) out["Successful"] = ok_ids;
-    if (!failed.empty()) out["Failed"] = failed;
-    if (!ok_logical.empty()) out["SuccessfulNodeLogicalIds"] = ok_logical;
-    if (!failed_logical.empty()) out["FailedNodeLogicalIds"] = failed_logical;
-    return out;
+    return BatchNodesResult(ok_ids, failed, ok_logical, failed_logical);
   });
 }
 
@@ -748,12 +756,7 @@ StatusOr<nlohmann::json> ClusterOperations::requestRecovery(const Json& in,
     for (const auto& id : ids) request(id, false);
     for (const auto& id : logical) request(id, true);
     if (!batch.nodes.empty()) batch.clusters.push_back({c, c.revision, false});
-    Json out = Json::object();
-    if (!ok_ids.empty()) out["Successful"] = ok_ids;
-    if (!failed.empty()) out["Failed"] = failed;
-    if (!ok_logical.empty()) out["SuccessfulNodeLogicalIds"] = ok_logical;
-    if (!failed_logical.empty()) out["FailedNodeLogicalIds"] = failed_logical;
-    return out;
+    return BatchNodesResult(ok_ids, failed, ok_logical, failed_logical);
   });
 }
 

@@ -102,8 +102,13 @@ class NodeFixture(unittest.TestCase):
             wait_until(lambda: not os.listdir(os.path.join(local, "nodes"))
                        if os.path.isdir(os.path.join(local, "nodes")) else True,
                        timeout=60, what="node directories removed")
+            cls.check_nothing_left(local)
         finally:
             server.cleanup()
+
+    @classmethod
+    def check_nothing_left(cls, local):
+        """More checks once every cluster is deleted, before the server goes (subclasses)."""
 
     # -- helpers ------------------------------------------------------------------------
 

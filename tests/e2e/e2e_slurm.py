@@ -64,29 +64,14 @@ class SlurmFleetTest(NodeFixture):
         cls.fsx = os.path.join(cls.server.data_dir, "local", "clusters", cls.cluster_id, "fsx")
 
     @classmethod
-    def tearDownClass(cls):
-        server = getattr(cls, "server", None)
-        if server is None:
-            return
-        try:
-            for name in cls.cluster_names():
-                cls.aws("sagemaker", "delete-cluster", "--cluster-name", name, check=False)
-            wait_until(lambda: not cls.cluster_names(), timeout=180, what="clusters deleted")
-            local = os.path.join(server.data_dir, "local")
-            # Deleting the cluster leaves nothing behind: no node, no cluster directory, no
-            # node process, no network namespace of this fleet.
-            wait_until(lambda: not os.listdir(os.path.join(local, "nodes"))
-                       if os.path.isdir(os.path.join(local, "nodes")) else True,
-                       timeout=60, what="node directories removed")
-            wait_until(lambda: not os.path.exists(os.path.join(local, "clusters",
-                                                               cls.cluster_id)),
-                       timeout=60, what="cluster directory removed")
-            left = subprocess.run(["pgrep", "-f", server.data_dir + "/local"],
-                                  capture_output=True, text=True).stdout.split()
-            if left:
-                raise AssertionError(f"processes of deleted nodes remain: {left}")
-        finally:
-            server.cleanup()
+    def check_nothing_left(cls, local):
+        # Deleting the cluster leaves nothing behind: no cluster directory, no node process.
+        wait_until(lambda: not os.path.exists(os.path.join(local, "clusters", cls.cluster_id)),
+                   timeout=60, what="cluster directory removed")
+        left = subprocess.run(["pgrep", "-f", local], capture_output=True,
+                              text=True).stdout.split()
+        if left:
+            raise AssertionError(f"processes of deleted nodes remain: {left}")
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -91,6 +91,20 @@ class AgentTest : public ::testing::Test {
 
   Status RunAgent() { return RunAgent(Options()); }
 
+  // Registration hands out slurm.conf with node a; every heartbeat answers with revision 7,
+  // which adds node b (a restart for Slurm).
+  void ServeAddedSlurmNode() {
+    cp_.registration["heartbeat_seconds"] = 1;
+    cp_.registration["lifecycle"]["run"] = false;
+    cp_.registration["files"] = json::array(
+        {{{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", "NodeName=a\n"}}});
+    cp_.heartbeat_response = {
+        {"files_revision", 7},
+        {"files", json::array({{{"path", "/opt/slurm/etc/slurm.conf"},
+                                {"mode", 0644},
+                                {"content", "NodeName=a\nNodeName=b\n"}}})}};
+  }
+
   std::string BundleDir() { return root_ + "/tmp/bucket/prefix"; }
 
   json LastReport() {
@@ -404,15 +418,7 @@ TEST(SlurmReloadTest, NodeChangesRestartOtherChangesReconfigure) {
 }
 
 TEST_F(AgentTest, ChangedSlurmConfIsReloadedAndConfirmedAtOnce) {
-  cp_.registration["heartbeat_seconds"] = 1;
-  cp_.registration["lifecycle"]["run"] = false;
-  cp_.registration["files"] = json::array(
-      {{{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", "NodeName=a\n"}}});
-  cp_.heartbeat_response = {
-      {"files_revision", 7},
-      {"files", json::array({{{"path", "/opt/slurm/etc/slurm.conf"},
-                              {"mode", 0644},
-                              {"content", "NodeName=a\nNodeName=b\n"}}})}};
+  ServeAddedSlurmNode();
   std::mutex mu;
   std::vector<SlurmReload> reloads;
   AgentOptions options = Options();
@@ -439,15 +445,7 @@ TEST_F(AgentTest, ChangedSlurmConfIsReloadedAndConfirmedAtOnce) {
 }
 
 TEST_F(AgentTest, AFailedSlurmReloadIsRetriedAndNotConfirmedMeanwhile) {
-  cp_.registration["heartbeat_seconds"] = 1;
-  cp_.registration["lifecycle"]["run"] = false;
-  cp_.registration["files"] = json::array(
-      {{{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", "NodeName=a\n"}}});
-  cp_.heartbeat_response = {
-      {"files_revision", 7},
-      {"files", json::array({{{"path", "/opt/slurm/etc/slurm.conf"},
-                              {"mode", 0644},
-                              {"content", "NodeName=a\nNodeName=b\n"}}})}};
+  ServeAddedSlurmNode();
   std::mutex mu;
   std::vector<SlurmReload> reloads;
   AgentOptions options = Options();
