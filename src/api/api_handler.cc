@@ -97,6 +97,10 @@ void ApiHandler::addService(JsonService& service) {
   policy_.services.emplace_back(service.signingName());
 }
 
+void ApiHandler::addOperations(OperationSet& operations) {
+  operation_sets_.push_back(&operations);
+}
+
 JsonService* ApiHandler::serviceFor(std::string_view target) const {
   for (JsonService* s : services_) {
     const std::string_view prefix = s->targetPrefix();
@@ -147,6 +151,9 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
   HF_ASSIGN_OR_RETURN(nlohmann::json body,
                       DecodeBody(req, "the SageMaker API takes application/x-amz-json-1.1."));
   HF_RETURN_IF_ERROR(model_.validateInput(op, body));
+  for (OperationSet* set : operation_sets_) {
+    if (set->implements(op)) return set->call(op, model_.pruneInput(op, body));
+  }
   if (!clusters_.implements(op)) {
     return absl::UnimplementedError(
         absl::StrCat("Hyperfleet does not implement SageMaker.", op, " yet."));

@@ -22,6 +22,7 @@
 #include "hyperfleet/agentapi/node_tokens.h"
 #include "hyperfleet/api/api_handler.h"
 #include "hyperfleet/api/cluster_operations.h"
+#include "hyperfleet/api/governance_operations.h"
 #include "hyperfleet/auth/credentials.h"
 #include "hyperfleet/bundle/bundle_source.h"
 #include "hyperfleet/common/clock.h"
@@ -256,6 +257,10 @@ Status RunServer(const ServerFlags& flags) {
   api::ApiHandler handler(
       *model, clusters,
       [&](std::string_view key) { return credentials.secretFor(key); }, clock, ids, config);
+  api::GovernanceOperations governance(*store, clock, ids, config);
+  // Governance changes that a stop left half-way (between change and settle) settle now.
+  HF_RETURN_IF_ERROR(governance.settle(""));
+  handler.addOperations(governance);
 
   logs::LogsConfig logs_config;
   logs_config.region = flags.region;

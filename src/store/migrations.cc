@@ -65,6 +65,34 @@ CREATE TABLE tags (
   PRIMARY KEY (resource_arn, key)
 );
 )sql",
+      // 2: task-governance objects (ClusterSchedulerConfig, ComputeQuota) and their versions.
+      // The unique index makes "one cluster policy per cluster, one quota per team per
+      // cluster" hold under concurrent creates (team is '' for a scheduler config).
+      R"sql(
+CREATE TABLE scheduler_resources (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  cluster_id TEXT NOT NULL REFERENCES clusters (id),
+  arn TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  team TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  creation_time REAL NOT NULL,
+  last_modified_time REAL NOT NULL,
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE UNIQUE INDEX scheduler_resources_per_target ON scheduler_resources (cluster_id, kind, team);
+CREATE TABLE scheduler_resource_versions (
+  id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  last_modified_time REAL NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (id, version)
+);
+)sql",
   };
   return kMigrations;
 }

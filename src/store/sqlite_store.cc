@@ -264,6 +264,28 @@ model::Event ReadEvent(const Stmt& s) {
   return e;
 }
 
+constexpr const char* kSchedulerCols =
+    "id, kind, cluster_id, arn, name, team, status, version, creation_time, "
+    "last_modified_time, revision, body";
+
+model::SchedulerResource ReadSchedulerResource(const Stmt& s) {
+  model::SchedulerResource r;
+  r.id = s.text(0);
+  r.kind = s.text(1);
+  r.cluster_id = s.text(2);
+  r.arn = s.text(3);
+  r.name = s.text(4);
+  r.team = s.text(5);
+  r.status = s.text(6);
+  r.version = static_cast<int>(s.int64(7));
+  r.creation_time = FromEpochSeconds(s.real(8));
+  r.last_modified_time = FromEpochSeconds(s.real(9));
+  r.revision = s.int64(10);
+  r.body = json::parse(s.text(11), nullptr, false);
+  if (!r.body.is_object()) r.body = json::object();
+  return r;
+}
+
 /// LIKE pattern matching `needle` anywhere, with LIKE's wildcards escaped.
 std::string ContainsPattern(const std::string& needle) {
   std::string p = "%";
@@ -586,6 +608,61 @@ class SqliteStore final : public Store {
     });
   }
 
+  StatusOr<model::SchedulerResource> schedulerResource(const std::string& kind,
+                                                       const std::string& id) override {
+    return withReader([&](Connection& c) -> StatusOr<model::SchedulerResource> {
+      auto s = c.stmt(absl::StrCat("SELECT ", kSchedulerCols,
+                                   " FROM scheduler_resources WHERE kind = ?1 AND id = ?2"));
+      s.bind(1, kind).bind(2, id);
+      int rc = s.step();
+      if (rc == SQLITE_ROW) return ReadSchedulerResource(s);
+      if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat(kind, " ", id, " not found"));
+      return SqliteError(c.db(), "read scheduler resource");
+    });
+  }
+
+  StatusOr<model::SchedulerResource> schedulerResourceVersion(const std::string& kind,
+                                                              const std::string& id,
+                                                              int version) override {
+    HF_ASSIGN_OR_RETURN(auto current, schedulerResource(kind, id));
+    if (version == current.version) return current;
+    return withReader([&](Connection& c) -> StatusOr<model::SchedulerResource> {
+      auto s = c.stmt(
+          "SELECT status, last_modified_time, body FROM scheduler_resource_versions "
+          "WHERE id = ?1 AND version = ?2");
+      s.bind(1, id).bind(2, static_cast<int64_t>(version));
+      int rc = s.step();
+      if (rc == SQLITE_DONE) {
+        return absl::NotFoundError(
+            absl::StrCat(kind, " ", id, " has no version ", version,
+                         " (current version ", current.version, ")"));
+      }
+      if (rc != SQLITE_ROW) return SqliteError(c.db(), "read scheduler resource version");
+      model::SchedulerResource r = current;
+      r.version = version;
+      r.status = s.text(0);
+      r.last_modified_time = FromEpochSeconds(s.real(1));
+      r.body = json::parse(s.text(2), nullptr, false);
+      if (!r.body.is_object()) r.body = json::object();
+      return r;
+    });
+  }
+
+  StatusOr<std::vector<model::SchedulerResource>> schedulerResources(
+      const std::string& kind, const std::string& cluster_id) override {
+    return withReader([&](Connection& c) -> StatusOr<std::vector<model::SchedulerResource>> {
+      auto s = c.stmt(absl::StrCat("SELECT ", kSchedulerCols,
+                                   " FROM scheduler_resources WHERE kind = ?1 AND "
+                                   "(?2 = '' OR cluster_id = ?2) ORDER BY id"));
+      s.bind(1, kind).bind(2, cluster_id);
+      std::vector<model::SchedulerResource> out;
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) out.push_back(ReadSchedulerResource(s));
+      if (rc != SQLITE_DONE) return SqliteError(c.db(), "list scheduler resources");
+      return out;
+    });
+  }
+
  private:
   /// Runs `fn` with a read connection from the pool (the writer for in-memory stores).
   template <class Fn>
@@ -679,7 +756,12 @@ class SqliteStore final : public Store {
     const auto& cl = w.cluster;
     HF_RETURN_IF_ERROR(checkRevision(c, "clusters", "id", cl.id, w.expected_revision, "Cluster"));
     for (const char* sql :
-         {"DELETE FROM nodes WHERE cluster_id = ?1", "DELETE FROM events WHERE cluster_id = ?1",
+         {"DELETE FROM tags WHERE resource_arn IN "
+          "(SELECT arn FROM scheduler_resources WHERE cluster_id = ?1)",
+          "DELETE FROM scheduler_resource_versions WHERE id IN "
+          "(SELECT id FROM scheduler_resources WHERE cluster_id = ?1)",
+          "DELETE FROM scheduler_resources WHERE cluster_id = ?1",
+          "DELETE FROM nodes WHERE cluster_id = ?1", "DELETE FROM events WHERE cluster_id = ?1",
           "DELETE FROM clusters WHERE id = ?1"}) {
       auto s = c.stmt(sql);
       s.bind(1, cl.id);
@@ -688,6 +770,48 @@ class SqliteStore final : public Store {
     auto s = c.stmt("DELETE FROM tags WHERE resource_arn = ?1");
     s.bind(1, cl.arn);
     return stepDone(c, s, "delete tags");
+  }
+
+  Status writeSchedulerResource(Connection& c, const SchedulerResourceWrite& w, int64_t rev) {
+    const auto& r = w.resource;
+    HF_RETURN_IF_ERROR(checkRevision(c, "scheduler_resources", "id", r.id, w.expected_revision,
+                                     r.kind.c_str()));
+    if (w.erase) {
+      for (const char* sql : {"DELETE FROM tags WHERE resource_arn = ?2",
+                              "DELETE FROM scheduler_resource_versions WHERE id = ?1",
+                              "DELETE FROM scheduler_resources WHERE id = ?1"}) {
+        auto s = c.stmt(sql);
+        s.bind(1, r.id).bind(2, r.arn);
+        HF_RETURN_IF_ERROR(stepDone(c, s, "delete scheduler resource"));
+      }
+      return absl::OkStatus();
+    }
+    // Governance objects belong to a live cluster (the foreign key would say so less clearly).
+    HF_ASSIGN_OR_RETURN(int64_t cluster_rev, rowRevision(c, "clusters", "id", r.cluster_id));
+    if (cluster_rev == kMustNotExist) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Cluster ", r.cluster_id, " no longer exists"));
+    }
+    auto s = c.stmt(
+        "INSERT INTO scheduler_resources (id, kind, cluster_id, arn, name, team, status, "
+        "version, creation_time, last_modified_time, revision, body) VALUES "
+        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT(id) DO UPDATE SET "
+        "name = excluded.name, team = excluded.team, status = excluded.status, "
+        "version = excluded.version, last_modified_time = excluded.last_modified_time, "
+        "revision = excluded.revision, body = excluded.body");
+    s.bind(1, r.id).bind(2, r.kind).bind(3, r.cluster_id).bind(4, r.arn).bind(5, r.name);
+    s.bind(6, r.team).bind(7, r.status).bind(8, static_cast<int64_t>(r.version));
+    s.bind(9, ToEpochSeconds(r.creation_time)).bind(10, ToEpochSeconds(r.last_modified_time));
+    s.bind(11, rev).bind(12, r.body.dump());
+    HF_RETURN_IF_ERROR(stepDone(c, s, "write scheduler resource"));
+    auto v = c.stmt(
+        "INSERT INTO scheduler_resource_versions (id, version, status, last_modified_time, "
+        "body) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(id, version) DO UPDATE SET "
+        "status = excluded.status, last_modified_time = excluded.last_modified_time, "
+        "body = excluded.body");
+    v.bind(1, r.id).bind(2, static_cast<int64_t>(r.version)).bind(3, r.status);
+    v.bind(4, ToEpochSeconds(r.last_modified_time)).bind(5, r.body.dump());
+    return stepDone(c, v, "write scheduler resource version");
   }
 
   StatusOr<int64_t> apply(Connection& c, const WriteBatch& b) {
@@ -740,6 +864,9 @@ class SqliteStore final : public Store {
       auto s = c.stmt("UPDATE clusters SET revision = ?2 WHERE id = ?1");
       s.bind(1, id).bind(2, rev);
       HF_RETURN_IF_ERROR(stepDone(c, s, "bump cluster revision"));
+    }
+    for (const auto& w : b.scheduler_resources) {
+      HF_RETURN_IF_ERROR(writeSchedulerResource(c, w, rev));
     }
     for (const auto& e : b.events) {
       auto s = c.stmt(

@@ -34,6 +34,18 @@ class JsonService {
   virtual StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) = 0;
 };
 
+/// More SageMaker operations served beside ClusterOperations (e.g. GovernanceOperations).
+/// Requests reach them validated against the SageMaker model and pruned to it.
+class OperationSet {
+ public:
+  virtual ~OperationSet() = default;
+  /// True for the operations this set implements (e.g. "CreateComputeQuota").
+  virtual bool implements(std::string_view operation) const = 0;
+  /// Runs `operation` on a validated, pruned request body. Thread-safe.
+  virtual StatusOr<nlohmann::json> call(std::string_view operation,
+                                        const nlohmann::json& request) = 0;
+};
+
 /// Decodes and routes SageMaker API requests (and those of added JsonServices). Thread-safe.
 class ApiHandler {
  public:
@@ -44,6 +56,9 @@ class ApiHandler {
   /// Also serves `service` (which must outlive the handler) for targets "<prefix>.<Op>".
   /// Call before the first request is handled: it is not synchronised with handle().
   void addService(JsonService& service);
+  /// Also serves the SageMaker operations of `operations` (which must outlive the handler).
+  /// Call before the first request is handled.
+  void addOperations(OperationSet& operations);
 
   /// Handles one HTTP request (the server's handler). Never throws.
   http::HttpResponse handle(http::HttpRequest&& request);
@@ -60,6 +75,7 @@ class ApiHandler {
   IdSource& ids_;
   auth::SigV4Policy policy_;
   std::vector<JsonService*> services_;
+  std::vector<OperationSet*> operation_sets_;
 
   /// The added service whose prefix `target` has, or null (then it is SageMaker's).
   JsonService* serviceFor(std::string_view target) const;

@@ -13,6 +13,7 @@
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/model/cluster.h"
+#include "hyperfleet/model/governance.h"
 
 namespace hf::store {
 
@@ -40,14 +41,25 @@ struct TagWrite {
   std::vector<std::string> erase_keys;   ///< removed when present
 };
 
+/// One task-governance object write (insert when expected_revision == kMustNotExist). A
+/// write also records the object's configuration under its version (DescribeX with a
+/// version); `erase` deletes the object, its versions and its tags.
+struct SchedulerResourceWrite {
+  model::SchedulerResource resource;
+  int64_t expected_revision = kMustNotExist;
+  bool erase = false;
+};
+
 /// An atomic unit of writes. Events are appended (they have no revision).
 struct WriteBatch {
   std::vector<ClusterWrite> clusters;
   std::vector<NodeWrite> nodes;
   std::vector<model::Event> events;
   std::vector<TagWrite> tags;
+  std::vector<SchedulerResourceWrite> scheduler_resources;
   bool empty() const {
-    return clusters.empty() && nodes.empty() && events.empty() && tags.empty();
+    return clusters.empty() && nodes.empty() && events.empty() && tags.empty() &&
+           scheduler_resources.empty();
   }
 };
 
@@ -144,6 +156,19 @@ class Store {
 
   /// Tags of a resource, sorted by key.
   virtual StatusOr<std::vector<model::Tag>> tags(const std::string& resource_arn) = 0;
+
+  /// The governance object with id `id` of kind `kind`; NotFound when none.
+  virtual StatusOr<model::SchedulerResource> schedulerResource(const std::string& kind,
+                                                               const std::string& id) = 0;
+  /// The object as it was at `version` (status and times as last written at that version);
+  /// NotFound when the object or that version does not exist.
+  virtual StatusOr<model::SchedulerResource> schedulerResourceVersion(const std::string& kind,
+                                                                      const std::string& id,
+                                                                      int version) = 0;
+  /// Every governance object of `kind`, of cluster `cluster_id` (empty: of every cluster),
+  /// ordered by id.
+  virtual StatusOr<std::vector<model::SchedulerResource>> schedulerResources(
+      const std::string& kind, const std::string& cluster_id) = 0;
 };
 
 /// Opens (creating if needed) the SQLite store at `path` in WAL mode and migrates its
