@@ -53,6 +53,11 @@ int main(int argc, char** argv) {
                   "Seconds between node agent heartbeats")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
+  srv->add_option("--unresponsive-after", server.unresponsive_after_seconds,
+                  "Seconds without a heartbeat after which a running node is unresponsive "
+                  "(hung) and recovered per the cluster's NodeRecovery")
+      ->capture_default_str()
+      ->check(CLI::Range(3, 86400));
   srv->add_option("--agent-start-timeout", server.agent_start_timeout_seconds,
                   "Seconds a booted node may take to start its lifecycle scripts")
       ->capture_default_str()

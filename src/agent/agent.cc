@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,7 +21,11 @@
 #include <utility>
 
 #include "hyperfleet/agent/health.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "hyperfleet/agent/log_shipper.h"
 #include "hyperfleet/agent/script_runner.h"
 #include "hyperfleet/http/http_client.h"
@@ -777,7 +783,118 @@ bool ReloadSlurmOnNode(SlurmReload reload, std::string_view before, std::string_
   return ok;
 }
 
+// Runs `script` with /bin/sh as root on the node and returns its output, or nullopt when
+// it fails. Quiet: it runs every heartbeat.
+std::optional<std::string> CaptureNodeShell(const std::string& script, const Clock& clock) {
+  ScriptSpec spec;
+  spec.path = "/bin/sh";
+  spec.argv = {"sh", "-c", script};
+  spec.working_directory = "/";
+  spec.environment = {"PATH=/opt/slurm/bin:/opt/slurm/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+                      "HOME=/root"};
+  spec.timeout = std::chrono::seconds(10);
+  std::string out;
+  auto outcome = RunScript(
+      spec, clock, [&out](OutputLine line) { out += line.text + "\n"; }, nullptr);
+  if (outcome.kind != ScriptOutcome::Kind::kExited || outcome.exit_code != 0) return std::nullopt;
+  return out;
+}
+
+// Base of a sinfo long state: "down*" -> "down", "idle+drain" -> "idle".
+std::string BaseSlurmState(std::string_view state) {
+  const size_t end = state.find_first_of("+*~#!%$@^-");
+  return absl::AsciiStrToLower(
+      std::string(state.substr(0, end == std::string_view::npos ? state.size() : end)));
+}
+
+std::string ShellQuote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace
+
+json ParseSinfoNodes(std::string_view text) {
+  json out = json::array();
+  std::set<std::string> seen;
+  std::istringstream lines{std::string(text)};
+  for (std::string line; std::getline(lines, line);) {
+    // node|state|time|reason: the reason comes last and may itself contain '|'.
+    std::vector<std::string> f;
+    size_t start = 0;
+    for (int k = 0; k < 3; ++k) {
+      const size_t bar = line.find('|', start);
+      if (bar == std::string::npos) break;
+      f.push_back(line.substr(start, bar - start));
+      start = bar + 1;
+    }
+    if (f.size() != 3) continue;
+    f.push_back(line.substr(start));
+    for (auto& field : f) absl::StripAsciiWhitespace(&field);
+    if (f[0].empty() || f[1].empty()) continue;
+    std::string name = f[0];
+    if (!seen.insert(name).second) continue;
+    double reason_time = 0;
+    const std::string& stamp = f[2];
+    std::tm tm{};
+    if (strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) != nullptr) {
+      tm.tm_isdst = -1;
+      const time_t t = mktime(&tm);  // sinfo prints the node's local time
+      if (t > 0) reason_time = static_cast<double>(t);
+    }
+    std::string reason = f[3];
+    if (reason == "none" || reason == "None") reason.clear();
+    out.push_back({{"name", name},
+                   {"state", absl::AsciiStrToLower(f[1])},
+                   {"reason", reason},
+                   {"reason_time", reason_time}});
+  }
+  return out;
+}
+
+std::string SlurmMarkCommands(const json& marks, const json& nodes) {
+  std::map<std::string, const json*> by_name;
+  if (nodes.is_array()) {
+    for (const auto& n : nodes) {
+      if (n.is_object() && n.contains("name") && n["name"].is_string()) {
+        by_name[n["name"].get<std::string>()] = &n;
+      }
+    }
+  }
+  std::string script;
+  if (!marks.is_array()) return script;
+  for (const auto& m : marks) {
+    if (!m.is_object()) continue;
+    const std::string node = m.value("node", "");
+    const std::string action = m.value("action", "");
+    const std::string reason = m.value("reason", "");
+    auto it = by_name.find(node);
+    if (node.empty() || it == by_name.end()) continue;
+    // Names come from slurm.conf, which the control plane wrote; still, keep them inert.
+    if (node.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") !=
+        std::string::npos) {
+      continue;
+    }
+    const std::string base = BaseSlurmState(it->second->value("state", ""));
+    const std::string current_reason = it->second->value("reason", "");
+    if (action == "down" && base != "down" && base != "fail" && !reason.empty()) {
+      absl::StrAppend(&script, "scontrol update nodename=", node, " state=down reason=",
+                      ShellQuote(reason), "\n");
+    } else if (action == "resume" && current_reason == reason &&
+               (base == "down" || base == "fail" || base == "failing" || base == "drain" ||
+                base == "drained" || base == "draining")) {
+      absl::StrAppend(&script, "scontrol update nodename=", node, " state=resume\n");
+    }
+  }
+  return script;
+}
 
 SlurmReload SlurmReloadFor(std::string_view before, std::string_view after) {
   if (before.empty() || before == after) return SlurmReload::kNone;
@@ -785,9 +902,206 @@ SlurmReload SlurmReloadFor(std::string_view before, std::string_view after) {
                                                       : SlurmReload::kRestart;
 }
 
+namespace {
+
+/// Work the heartbeat must never wait for, done on threads of its own: health checks
+/// (systemctl can be slow) and Slurm (sinfo, scontrol and reloads block while slurmctld
+/// restarts). A heartbeat late by more than the control plane's unresponsive threshold
+/// gets a healthy node replaced, so the heartbeat thread only sends what these produced.
+class HeartbeatHelpers {
+ public:
+  using Reload = std::function<bool(SlurmReload, const std::string& before,
+                                    const std::string& after)>;
+  HeartbeatHelpers(Duration interval, HealthMonitor* health,
+                   std::function<std::optional<std::string>()> query_slurm,
+                   std::function<bool(const std::string&)> run_slurm, Reload reload,
+                   std::function<bool()> slurm_active, const Clock& clock)
+      : interval_(interval), health_(health), query_slurm_(std::move(query_slurm)),
+        run_slurm_(std::move(run_slurm)), reload_(std::move(reload)),
+        slurm_active_(std::move(slurm_active)), clock_(clock) {
+    if (health_) health_thread_ = std::thread([this] { HealthLoop(); });
+    slurm_thread_ = std::thread([this] { SlurmLoop(); });
+  }
+  ~HeartbeatHelpers() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (health_thread_.joinable()) health_thread_.join();
+    if (slurm_thread_.joinable()) slurm_thread_.join();
+  }
+
+  /// Inputs of the next health check (from heartbeat responses).
+  void setCheckInputs(CheckInputs inputs) {
+    std::lock_guard lock(mu_);
+    inputs_ = std::move(inputs);
+  }
+  /// The last health report, waiting up to `wait` for a first one.
+  std::optional<json> health(Duration wait) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, wait, [&] { return stop_ || health_json_.has_value(); });
+    return health_json_;
+  }
+  /// The last Slurm node view (ParseSinfoNodes) if taken within 3 intervals.
+  std::optional<json> slurmNodes() {
+    std::lock_guard lock(mu_);
+    if (!slurm_nodes_ || clock_.now() - slurm_nodes_at_ > 3 * interval_) return std::nullopt;
+    return slurm_nodes_;
+  }
+  /// Applies the control plane's "slurm_marks" on the Slurm thread (latest wins).
+  void applyMarks(json marks) {
+    {
+      std::lock_guard lock(mu_);
+      marks_ = std::move(marks);
+    }
+    cv_.notify_all();
+  }
+  /// Starts a reload for files revision `revision` unless one is running; false if busy.
+  bool startReload(int64_t revision, SlurmReload kind, std::string before, std::string after) {
+    {
+      std::lock_guard lock(mu_);
+      if (reload_job_ || reload_done_) return false;
+      reload_job_ = ReloadJob{revision, kind, std::move(before), std::move(after)};
+    }
+    cv_.notify_all();
+    return true;
+  }
+  bool reloadBusy() {
+    std::lock_guard lock(mu_);
+    return reload_job_.has_value() || reload_done_.has_value();
+  }
+  /// A finished reload: (revision, kind, whether it worked, the "before" it started from).
+  struct ReloadResult {
+    int64_t revision;
+    SlurmReload kind;
+    bool ok;
+    std::string before;
+  };
+  std::optional<ReloadResult> takeReloadResult() {
+    std::lock_guard lock(mu_);
+    auto r = std::move(reload_done_);
+    reload_done_.reset();
+    return r;
+  }
+
+ private:
+  struct ReloadJob {
+    int64_t revision;
+    SlurmReload kind;
+    std::string before, after;
+  };
+
+  void HealthLoop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      CheckInputs inputs = inputs_;
+      lock.unlock();
+      const HealthReport report = health_->Check(inputs);
+      if (report.verdict() != last_verdict_) {
+        std::string why;
+        for (const auto& f : report.findings) {
+          if (f.severity != Severity::kOk) why += "; " + f.check + ": " + f.message;
+        }
+        spdlog::warn("health verdict {} → {}{}", SeverityName(last_verdict_),
+                     SeverityName(report.verdict()), why);
+        last_verdict_ = report.verdict();
+      }
+      json j = report.ToJson();
+      lock.lock();
+      health_json_ = std::move(j);
+      cv_.notify_all();
+      cv_.wait_for(lock, interval_, [&] { return stop_; });
+    }
+  }
+
+  void SlurmLoop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      if (reload_job_) {
+        ReloadJob job = *reload_job_;
+        lock.unlock();
+        const bool ok = reload_ ? reload_(job.kind, job.before, job.after) : true;
+        lock.lock();
+        reload_job_.reset();
+        reload_done_ = ReloadResult{job.revision, job.kind, ok, job.before};
+        continue;
+      }
+      const bool active = slurm_active_();
+      std::optional<json> marks = std::move(marks_);
+      marks_.reset();
+      lock.unlock();
+      std::optional<json> view;
+      if (active && query_slurm_) {
+        if (auto text = query_slurm_()) view = ParseSinfoNodes(*text);
+      }
+      if (marks && view) {
+        const std::string script = SlurmMarkCommands(*marks, *view);
+        if (!script.empty()) {
+          spdlog::info("slurm node states from the control plane:\n{}", script);
+          if (!run_slurm_ || !run_slurm_(script)) {
+            spdlog::warn("setting slurm node states failed; retried after the next heartbeat");
+          }
+          if (query_slurm_) {
+            if (auto text = query_slurm_()) view = ParseSinfoNodes(*text);  // show the result
+          }
+        }
+      }
+      lock.lock();
+      if (view) {
+        slurm_nodes_ = std::move(*view);
+        slurm_nodes_at_ = clock_.now();
+      }
+      cv_.wait_for(lock, interval_, [&] { return stop_ || reload_job_ || marks_; });
+    }
+  }
+
+  const Duration interval_;
+  HealthMonitor* health_;
+  std::function<std::optional<std::string>()> query_slurm_;
+  std::function<bool(const std::string&)> run_slurm_;
+  Reload reload_;
+  std::function<bool()> slurm_active_;
+  const Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  CheckInputs inputs_;
+  std::optional<json> health_json_;
+  Severity last_verdict_ = Severity::kOk;
+  std::optional<json> slurm_nodes_;
+  SystemTime slurm_nodes_at_{};
+  std::optional<json> marks_;
+  std::optional<ReloadJob> reload_job_;
+  std::optional<ReloadResult> reload_done_;
+  std::thread health_thread_, slurm_thread_;
+};
+
+}  // namespace
+
 void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthMonitor* health) {
   ControlPlane cp(options_);
   const auto interval = std::chrono::seconds(std::max(1, heartbeat_seconds));
+  const bool on_node = options_.root == "/";
+  std::function<std::optional<std::string>()> query = options_.query_slurm_nodes;
+  if (!query && on_node) {
+    query = [this] { return CaptureNodeShell("sinfo -N -h -o '%N|%T|%H|%E'", *clock_); };
+  }
+  std::function<bool(const std::string&)> run = options_.run_slurm_commands;
+  if (!run && on_node) run = [this](const std::string& script) { return RunNodeShell(script, *clock_); };
+  HeartbeatHelpers::Reload reload;
+  if (options_.reload_slurm) {
+    reload = [this](SlurmReload kind, const std::string&, const std::string&) {
+      return options_.reload_slurm(kind);
+    };
+  } else if (on_node) {
+    reload = [this](SlurmReload kind, const std::string& before, const std::string& after) {
+      return ReloadSlurmOnNode(kind, before, after, *clock_);
+    };
+  }
+  HeartbeatHelpers helpers(
+      interval, health, std::move(query), std::move(run), std::move(reload),
+      [this] { return slurm_controller_.load() && lifecycle_done_.load(); }, *clock_);
   // After applying new files, confirm them at once (once in a row: never a busy loop).
   bool report_now = false;
   bool reported_early = false;
@@ -795,47 +1109,48 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
   SlurmReload pending_reload = SlurmReload::kNone;
   std::string reload_before;
   std::optional<TimeSample> control_plane_time;  // from the last response carrying "time"
-  std::optional<json> health_json;
-  Severity last_verdict = Severity::kOk;
   for (;;) {
     const bool early = report_now && !reported_early;
     if (!early && !SleepFor(interval)) break;
     if (stop_) break;
     reported_early = early;
     report_now = false;
+    if (auto done = helpers.takeReloadResult()) {
+      // Reported once written and reloaded: the control plane then lets the nodes the new
+      // file names start their slurmd. Not confirmed, the files come again and the reload
+      // is retried.
+      pending_reload = done->ok ? SlurmReload::kNone : done->kind;
+      if (done->ok) {
+        files_revision = done->revision;
+        report_now = true;
+      } else {
+        reload_before = done->before;
+      }
+    }
     json body = {{"files_revision", files_revision}};
     if (health != nullptr) {
-      // An early confirmation reuses the last report: it should not wait for the checks.
-      if (!early || !health_json) {
-        CheckInputs inputs;
-        inputs.control_plane_time = control_plane_time;
-        inputs.services = lifecycle_done_.load();
-        const HealthReport report = health->Check(inputs);
-        if (report.verdict() != last_verdict) {
-          std::string why;
-          for (const auto& f : report.findings) {
-            if (f.severity != Severity::kOk) why += "; " + f.check + ": " + f.message;
-          }
-          spdlog::warn("health verdict {} → {}{}", SeverityName(last_verdict),
-                       SeverityName(report.verdict()), why);
-          last_verdict = report.verdict();
-        }
-        health_json = report.ToJson();
-      }
-      body["health"] = *health_json;
+      CheckInputs inputs;
+      inputs.control_plane_time = control_plane_time;
+      inputs.services = lifecycle_done_.load();
+      helpers.setCheckInputs(inputs);
+      if (auto report = helpers.health(std::chrono::seconds(2))) body["health"] = *report;
       if (stop_) break;
     }
+    // The Slurm controller reports its nodes' states (node recovery, docs/resiliency.md).
+    if (auto nodes = helpers.slurmNodes()) body["slurm_nodes"] = *nodes;
     auto result = cp.PostJson("/agent/v1/heartbeat", body);
     if (!result.ok()) {
       spdlog::warn("heartbeat failed: {}", std::string(result.status().message()));
       continue;
     }
     const json& j = *result;
+    if (j.contains("slurm_marks")) helpers.applyMarks(j["slurm_marks"]);
     // The control plane's clock, when it sends one (epoch seconds), for the clock check.
     if (j.contains("time") && j["time"].is_number()) {
       control_plane_time = TimeSample{clock_->now(), FromEpochSeconds(j["time"].get<double>())};
     }
     if (j.contains("files") && j["files"].is_array()) {
+      if (helpers.reloadBusy()) continue;  // the files come again until confirmed
       auto files = ParseNodeFiles(j["files"].dump());
       if (!files.ok()) {
         spdlog::error("heartbeat: {}", std::string(files.status().message()));
@@ -851,24 +1166,23 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
         spdlog::info("updated {} node files", files->size());
         std::string after;
         for (const auto& f : *files) {
-          if (f.path == kSlurmConfPath) after = f.content;
+          if (f.path == kSlurmConfPath) {
+            after = f.content;
+            slurm_controller_ = true;
+          }
         }
         if (pending_reload == SlurmReload::kNone) reload_before = before;
         SlurmReload reload = after.empty() ? SlurmReload::kNone : SlurmReloadFor(before, after);
         reload = std::max(reload, pending_reload);
-        bool reloaded = true;
-        if (options_.reload_slurm) {
-          reloaded = options_.reload_slurm(reload);
-        } else if (options_.root == "/") {
-          reloaded = ReloadSlurmOnNode(reload, reload_before, after, *clock_);
-        }
-        pending_reload = reloaded ? SlurmReload::kNone : reload;
-        // Reported once written and reloaded: the control plane then lets the nodes the new
-        // file names start their slurmd. Not confirmed, the files come again and the reload
-        // is retried.
-        if (reloaded && j.contains("files_revision") && j["files_revision"].is_number_integer()) {
-          files_revision = j["files_revision"].get<int64_t>();
-          report_now = true;
+        const bool has_revision = j.contains("files_revision") && j["files_revision"].is_number_integer();
+        const int64_t revision = has_revision ? j["files_revision"].get<int64_t>() : files_revision;
+        if (reload == SlurmReload::kNone) {
+          if (has_revision) {
+            files_revision = revision;
+            report_now = true;
+          }
+        } else {
+          helpers.startReload(has_revision ? revision : files_revision, reload, reload_before, after);
         }
       }
     } else if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
@@ -908,6 +1222,10 @@ Status Agent::Run() {
 
   if (Status s = WriteNodeFiles(options_.root, registration.files); !s.ok()) {
     spdlog::error("node files incomplete: {}", std::string(s.message()));
+  }
+  // Only the Slurm controller node receives slurm.conf (configless slurmds fetch it).
+  for (const auto& f : registration.files) {
+    if (f.path == kSlurmConfPath) slurm_controller_ = true;
   }
   // User job scripts test this directory to detect HyperPod (node-contract.md §a.4).
   if (Status s = MakeDirs(NodePath(options_.root, "/opt/sagemaker_cluster")); !s.ok()) {

@@ -32,6 +32,33 @@ http::HttpResponse Error(int status, absl::string_view message) {
   return Json(status, json{{"error", std::string(message)}});
 }
 
+/// The heartbeat's "slurm_nodes" (controller agent): [{"name", "state", "reason",
+/// "reason_time" (epoch seconds, 0 when none)}], at most 100,000 entries.
+StatusOr<std::vector<model::SlurmNodeState>> ParseSlurmNodes(const json& list) {
+  if (!list.is_array()) return absl::InvalidArgumentError("slurm_nodes must be an array");
+  if (list.size() > 100000) return absl::InvalidArgumentError("slurm_nodes has too many entries");
+  std::vector<model::SlurmNodeState> out;
+  out.reserve(list.size());
+  for (const auto& e : list) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+        !e.contains("state") || !e["state"].is_string() ||
+        (e.contains("reason") && !e["reason"].is_string()) ||
+        (e.contains("reason_time") && !e["reason_time"].is_number())) {
+      return absl::InvalidArgumentError(
+          "each slurm_nodes entry needs string name and state, optional string reason and "
+          "numeric reason_time");
+    }
+    model::SlurmNodeState n;
+    n.name = e["name"].get<std::string>();
+    n.state = e["state"].get<std::string>();
+    n.reason = e.value("reason", std::string());
+    const double t = e.value("reason_time", 0.0);
+    if (t > 0) n.reason_time = FromEpochSeconds(t);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
 /// HTTP status for a Status from the store or bundle source.
 int HttpStatusOf(const Status& s) {
   if (absl::IsNotFound(s)) return 404;
@@ -145,8 +172,18 @@ std::map<std::string, SystemTime> AgentService::lastSeen() const {
 }
 
 void AgentService::touch(const std::string& instance_id) {
+  const SystemTime now = clock_.now();
   std::lock_guard lock(mu_);
-  last_seen_[instance_id] = clock_.now();
+  auto [it, fresh] = last_seen_.try_emplace(instance_id, now);
+  if (!fresh) {
+    // A late heartbeat is the first sign of a node in trouble (or of an overloaded host).
+    const Duration gap = now - it->second;
+    if (gap > std::chrono::seconds(3 * options_.heartbeat_seconds)) {
+      spdlog::warn("node {}: heartbeat after {:.1f} s of silence", instance_id,
+                   std::chrono::duration<double>(gap).count());
+    }
+    it->second = now;
+  }
 }
 
 StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpRequest& request) {
@@ -250,7 +287,11 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
     // On the controller, slurm.conf as HyperPod's cluster agent writes it before the
     // lifecycle scripts run (they wait for it); refreshed as the cluster changes.
     auto roles = slurm::SlurmRolesOf(caller.cluster, params.value_or(json()));
-    if (roles.ok()) out.controller_group = roles->controller_group;
+    if (roles.ok()) {
+      out.controller_group = roles->controller_group;
+      std::lock_guard lock(mu_);
+      controller_group_[caller.cluster.id] = roles->controller_group;
+    }
     if (!roles.ok() && params && params->is_object() &&
         (params->contains("controller_group") || params->contains("worker_groups") ||
          params->contains("login_group"))) {
@@ -425,6 +466,38 @@ std::map<std::string, json> AgentService::lastHealth() const {
   return health_;
 }
 
+model::ClusterHealthView AgentService::clusterHealth(const std::string& cluster_id) const {
+  model::ClusterHealthView view;
+  const SystemTime now = clock_.now();
+  std::lock_guard lock(mu_);
+  for (const auto& [instance, cluster] : cluster_of_) {
+    if (cluster != cluster_id) continue;
+    model::NodeLiveness& l = view.nodes[instance];
+    if (auto it = last_seen_.find(instance); it != last_seen_.end()) l.last_heard = it->second;
+    if (auto it = health_.find(instance); it != health_.end()) l.health = it->second;
+  }
+  const Duration fresh =
+      std::max<Duration>(std::chrono::seconds(3 * options_.heartbeat_seconds), std::chrono::seconds(5));
+  if (auto it = slurm_view_.find(cluster_id);
+      it != slurm_view_.end() && now - it->second.first <= fresh) {
+    view.slurm_nodes = it->second.second;
+  }
+  if (auto it = controller_group_.find(cluster_id); it != controller_group_.end()) {
+    view.controller_group = it->second;
+  }
+  return view;
+}
+
+void AgentService::setSlurmMarks(const std::string& cluster_id,
+                                 std::vector<model::SlurmMark> marks) {
+  std::lock_guard lock(mu_);
+  if (marks.empty()) {
+    slurm_marks_.erase(cluster_id);
+  } else {
+    slurm_marks_[cluster_id] = std::move(marks);
+  }
+}
+
 namespace {
 bool IsFault(const std::string& verdict) {
   return verdict == "soft_fault" || verdict == "hard_fault";
@@ -479,8 +552,27 @@ http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& bod
   if (body.contains("health")) recordHealth(caller, body["health"]);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
+  const bool controller =
+      !files->controller_group.empty() && files->controller_group == caller.node.group;
+  if (controller && body.contains("slurm_nodes")) {
+    auto view = ParseSlurmNodes(body["slurm_nodes"]);
+    if (!view.ok()) return Error(400, view.status().message());
+    std::lock_guard lock(mu_);
+    slurm_view_[caller.cluster.id] = {clock_.now(), std::move(*view)};
+  }
   // The agent compares its clock with ours (health check "clock").
   json out{{"files_revision", files->revision}, {"time", ToEpochSeconds(clock_.now())}};
+  if (controller) {
+    std::lock_guard lock(mu_);
+    auto it = slurm_marks_.find(caller.cluster.id);
+    if (it != slurm_marks_.end() && !it->second.empty()) {
+      json marks = json::array();
+      for (const auto& m : it->second) {
+        marks.push_back({{"node", m.node}, {"action", m.action}, {"reason", m.reason}});
+      }
+      out["slurm_marks"] = std::move(marks);
+    }
+  }
   const json& seen = body.contains("files_revision") ? body["files_revision"] : json();
   if (!seen.is_number_integer() || seen.get<int64_t>() != static_cast<int64_t>(files->revision)) {
     out["files"] = files->files;

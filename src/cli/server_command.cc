@@ -244,7 +244,22 @@ Status RunServer(const ServerFlags& flags) {
   control::ClusterController::Options controller_options;
   controller_options.agent_start_timeout =
       std::chrono::seconds(flags.agent_start_timeout_seconds);
-  control::ClusterController controller(*store, *provider, clock, ids, controller_options);
+  controller_options.liveness.unresponsive_after =
+      std::chrono::seconds(flags.unresponsive_after_seconds);
+  if (flags.unresponsive_after_seconds < 3 * flags.heartbeat_seconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--unresponsive-after (", flags.unresponsive_after_seconds,
+        " s) must be at least 3 heartbeats (--heartbeat-interval ", flags.heartbeat_seconds,
+        " s), or a late heartbeat would replace a healthy node"));
+  }
+  control::ClusterController::AgentHooks hooks;
+  hooks.liveness = [&agents](const std::string& id) { return agents.clusterHealth(id); };
+  hooks.publish_slurm_marks = [&agents](const std::string& id,
+                                        std::vector<model::SlurmMark> marks) {
+    agents.setSlurmMarks(id, std::move(marks));
+  };
+  control::ClusterController controller(*store, *provider, clock, ids, controller_options,
+                                        std::move(hooks));
   controller_ptr = &controller;
   api::ApiConfig config;
   config.region = flags.region;

@@ -10,8 +10,15 @@
 namespace hf::control {
 
 ClusterController::ClusterController(store::Store& store, provider::Provider& provider,
-                                     const Clock& clock, IdSource& ids, Options options)
-    : store_(store), provider_(provider), clock_(clock), ids_(ids), options_(options) {}
+                                     const Clock& clock, IdSource& ids, Options options,
+                                     AgentHooks hooks)
+    : store_(store), provider_(provider), clock_(clock), ids_(ids), options_(options),
+      hooks_(std::move(hooks)) {
+  // Silence from before the control plane listened (a restart) is not a node's fault.
+  if (options_.liveness.listening_since == SystemTime{}) {
+    options_.liveness.listening_since = clock_.now();
+  }
+}
 
 ClusterController::~ClusterController() { stop(); }
 
@@ -41,12 +48,20 @@ void ClusterController::enqueue(const std::string& cluster_id) {
 }
 
 StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
+  watch_liveness_ = false;
   ClusterSnapshot snap;
   HF_ASSIGN_OR_RETURN(snap.cluster, store_.clusterById(cluster_id));
   HF_ASSIGN_OR_RETURN(snap.nodes, store_.nodes(snap.cluster.id));
   HF_ASSIGN_OR_RETURN(snap.instances, provider_.list(snap.cluster.id));
   snap.lifecycle_by_agent = provider_.runsLifecycleScripts();
   snap.agent_start_timeout = options_.agent_start_timeout;
+  snap.liveness_policy = options_.liveness;
+  if (snap.lifecycle_by_agent && hooks_.liveness) {
+    ClusterLiveness live = hooks_.liveness(cluster_id);
+    snap.liveness = std::move(live.nodes);
+    snap.slurm_nodes = std::move(live.slurm_nodes);
+    snap.controller_group = std::move(live.controller_group);
+  }
   ClusterPlan plan = PlanCluster(snap, clock_.now(), ids_);
   if (!plan.writes.empty()) {
     auto committed = store_.commit(plan.writes);
@@ -61,10 +76,20 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
     Status s = provider_.terminate(id);
     if (!s.ok()) spdlog::warn("terminate {} failed: {}", id, s.ToString());
   }
+  for (const auto& id : plan.kills) {
+    Status s = provider_.terminateNow(id);
+    if (!s.ok()) spdlog::warn("terminate {} failed: {}", id, s.ToString());
+  }
   for (const auto& id : plan.reboots) {
     Status s = provider_.reboot(id);
     if (!s.ok()) spdlog::warn("reboot {} failed: {}", id, s.ToString());
   }
+  for (const auto& id : plan.hard_reboots) {
+    Status s = provider_.powerCycle(id);
+    if (!s.ok()) spdlog::warn("power cycle {} failed: {}", id, s.ToString());
+  }
+  if (hooks_.publish_slurm_marks) hooks_.publish_slurm_marks(cluster_id, plan.slurm_marks);
+  watch_liveness_ = plan.watch_liveness;
   // A pass over a large cluster allocates its whole snapshot; hand that memory back to the
   // system instead of keeping it as free heap for the server's lifetime.
   if (snap.nodes.size() >= 1000) malloc_trim(0);
@@ -120,6 +145,8 @@ void ClusterController::run() {
       }
     } else if (!*settled) {
       due[id] = SteadyClock::now() + options_.active_interval;
+    } else if (watch_liveness_) {
+      due[id] = SteadyClock::now() + options_.liveness_interval;
     }
   }
 }

@@ -1,9 +1,12 @@
 #include "hyperfleet/control/cluster_plan.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace hf::control {
@@ -53,10 +56,11 @@ struct Work {
     dirty[i] = true;
   }
 
-  void shutDown(size_t i, const std::string& why) {
+  /// Terminates node `i`; `now_and_hard` skips the clean shutdown (a faulty node).
+  void shutDown(size_t i, const std::string& why, bool now_and_hard = false) {
     if (nodes[i].status == is::kShuttingDown) return;
     setStatus(i, is::kShuttingDown);
-    plan.terminations.push_back(nodes[i].instance_id);
+    (now_and_hard ? plan.kills : plan.terminations).push_back(nodes[i].instance_id);
     event("Instance", "Info",
           absl::StrCat("Terminating instance ", nodes[i].instance_id, ": ", why),
           nodes[i].group, nodes[i].instance_id);
@@ -124,7 +128,7 @@ void Observe(Work& w) {
       }
       if (n.status == is::kPending) {
         w.plan.launches.push_back(w.specFor(n));  // launch (again): idempotent by id
-      } else if (n.status == is::kRunning) {
+      } else if (n.status == is::kRunning && !w.snap.lifecycle_by_agent) {
         w.setStatus(i, is::kFailure, "The instance is no longer reported by its provider.");
         w.event("Instance", "Error",
                 absl::StrCat("Instance ", n.instance_id, " disappeared from its provider"),
@@ -170,6 +174,8 @@ void Observe(Work& w) {
         }
         break;
       case InstanceState::kFailed:
+        if (n.recovery.is_object()) break;  // Recover() decides (a hard reboot brings it back)
+        if (w.snap.lifecycle_by_agent && n.status == is::kRunning) break;  // Detect() decides
         if (n.status != is::kFailure) FailNode(w, i, o->message);
         break;
       case InstanceState::kTerminating:
@@ -214,6 +220,10 @@ void Recover(Work& w) {
       r.message = absl::StrCat("Replacing instance ", n.instance_id,
                                reason.empty() ? "" : absl::StrCat(": ", reason));
       r.launch_time = w.now;
+      // Same address and name (the provider confirms them once it runs): Slurm knows the
+      // node by this name while the replacement boots.
+      r.private_ip = n.private_ip;
+      r.hostname = n.hostname;
       // The bundle captured when the group was last declared, as HyperPod re-runs it.
       r.lifecycle = g ? g->spec.value("LifeCycleConfig", n.lifecycle) : n.lifecycle;
       r.spec_extras = n.spec_extras;
@@ -228,7 +238,7 @@ void Recover(Work& w) {
               n.group, n.instance_id,
               json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Replace"}}}});
       w.nodes[i].recovery = json();
-      w.shutDown(i, absl::StrCat("replaced by ", r.instance_id));
+      w.shutDown(i, absl::StrCat("replaced by ", r.instance_id), n.recovery.value("Hard", false));
       // Launched by Observe() on a later pass, once the predecessor is gone.
       w.nodes.push_back(std::move(r));
       w.dirty.push_back(true);
@@ -241,12 +251,20 @@ void Recover(Work& w) {
       continue;
     }
     const double requested = n.recovery.value("RequestedAt", 0.0);
+    const bool hard = n.recovery.value("Hard", false);
     if (!n.recovery.value("Started", false)) {
-      if (!o || o->state != InstanceState::kRunning) continue;  // once it runs
-      w.plan.reboots.push_back(n.instance_id);
+      if (!o) {
+        w.nodes[i].recovery = json();
+        FailNode(w, i, "The instance no longer exists and cannot be rebooted.");
+        continue;
+      }
+      // A soft reboot needs a running system to ask; a power cycle does not.
+      if (!hard && o->state != InstanceState::kRunning) continue;  // once it runs
+      (hard ? w.plan.hard_reboots : w.plan.reboots).push_back(n.instance_id);
       w.nodes[i].recovery["Started"] = true;
       w.nodes[i].recovery["RequestedAt"] = ToEpochSeconds(w.now);
       w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
+      w.nodes[i].recovered_at = w.now;
       w.setStatus(i, is::kPending,
                   absl::StrCat("Rebooting", reason.empty() ? "" : absl::StrCat(": ", reason)));
       w.dirty[i] = true;
@@ -268,8 +286,8 @@ void Recover(Work& w) {
                    std::chrono::seconds(30) &&
                w.now - FromEpochSeconds(requested) <= w.snap.reboot_timeout) {
       // Still up on its old boot: the request was lost (e.g. a restart between the commit
-      // and the provider call). Asking again is harmless.
-      w.plan.reboots.push_back(n.instance_id);
+      // and the provider call) or the system ignored it (hung). Power-cycle it.
+      w.plan.hard_reboots.push_back(n.instance_id);
       w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
       w.dirty[i] = true;
     } else if (w.now - FromEpochSeconds(requested) > w.snap.reboot_timeout) {
@@ -280,6 +298,294 @@ void Recover(Work& w) {
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 w.snap.reboot_timeout).count(),
                             " seconds of its reboot."));
+    }
+  }
+}
+
+// ---- node health (docs/resiliency.md) ----
+
+constexpr const char* kReplaceAttempt = "ReplaceAttempt";
+constexpr const char* kActionReplace = "Action:Replace";
+constexpr const char* kActionReboot = "Action:Reboot";
+constexpr const char* kOurReasonPrefix = "Hyperfleet:";
+
+int64_t Seconds(Duration d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
+
+/// sinfo's long state without its flags: "down*" → "down", "idle+drain" → "idle".
+std::string BaseState(std::string_view state) {
+  std::string base;
+  for (char c : state) {
+    if (c == '+' || c == '*' || c == '~' || c == '#' || c == '!' || c == '%' || c == '$' ||
+        c == '@' || c == '^' || c == '-') {
+      break;
+    }
+    base.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return base;
+}
+
+/// Slurm states in which a node takes no new work because someone marked it.
+bool IsMarkedState(const std::string& base) {
+  return base == "down" || base == "fail" || base == "failing" || base == "drain" ||
+         base == "drained" || base == "draining";
+}
+
+const SlurmNodeState* SlurmNode(const Work& w, const std::string& hostname) {
+  if (!w.snap.slurm_nodes || hostname.empty()) return nullptr;
+  for (const auto& s : *w.snap.slurm_nodes) {
+    if (s.name == hostname) return &s;
+  }
+  return nullptr;
+}
+
+/// What Detect() found wrong with a node.
+struct Finding {
+  std::string kind;     ///< Dead | Unresponsive | HardwareFault | SoftwareFault | Requested
+  std::string action;   ///< Replace | Reboot
+  std::string message;  ///< what was seen
+  bool hard = false;    ///< the node cannot be asked (dead or hung): power-cycle, kill
+};
+
+/// The failing checks of a health report, "check: message; ...".
+std::string FailingChecks(const json& health, const char* severity) {
+  std::string out;
+  if (!health.contains("findings") || !health["findings"].is_array()) return out;
+  for (const auto& f : health["findings"]) {
+    if (!f.is_object() || f.value("severity", "") != severity) continue;
+    absl::StrAppend(&out, out.empty() ? "" : "; ", f.value("check", std::string("?")), ": ",
+                    f.value("message", std::string()));
+  }
+  return out;
+}
+
+/// The fault of node `n`, if any. Pure function of the snapshot.
+std::optional<Finding> FindFault(const Work& w, const model::Node& n,
+                                 const provider::InstanceObservation* o) {
+  const SystemTime since = std::max(n.launch_time, n.recovered_at);
+  std::optional<Finding> found;
+  if (w.snap.lifecycle_by_agent) {
+    if (!o || o->state == InstanceState::kFailed) {
+      return Finding{"Dead", "Replace",
+                     o ? absl::StrCat("The instance stopped: ", o->message)
+                       : "The instance is no longer reported by its provider.",
+                     true};
+    }
+    if (o->state != InstanceState::kRunning) return std::nullopt;  // rebooting by itself
+    auto it = w.snap.liveness.find(n.instance_id);
+    SystemTime last = std::max({since, w.snap.liveness_policy.listening_since, o->boot_time});
+    if (it != w.snap.liveness.end()) last = std::max(last, it->second.last_heard);
+    if (w.now - last > w.snap.liveness_policy.unresponsive_after) {
+      return Finding{"Unresponsive", "Replace",
+                     absl::StrCat("No heartbeat from the node agent for ", Seconds(w.now - last),
+                                  " s while the instance runs (hung)."),
+                     true};
+    }
+    if (it != w.snap.liveness.end() && it->second.health.is_object()) {
+      const json& h = it->second.health;
+      const double checked = h.value("checked_at", 0.0);
+      if (FromEpochSeconds(checked) > since) {
+        const std::string verdict = h.value("verdict", "");
+        if (verdict == "hard_fault") {
+          found = Finding{"HardwareFault", "Replace",
+                          absl::StrCat("Health check: ", FailingChecks(h, "hard_fault")), false};
+        } else if (verdict == "soft_fault") {
+          found = Finding{"SoftwareFault", "Reboot",
+                          absl::StrCat("Health check: ", FailingChecks(h, "soft_fault")), false};
+        }
+      }
+    }
+  }
+  // A user's request through Slurm (exact, case-sensitive reasons, as on HyperPod): acted on
+  // once the node's jobs have ended (fail, not failing) or at once (down).
+  if (const SlurmNodeState* s = SlurmNode(w, n.hostname)) {
+    const std::string base = BaseState(s->state);
+    if ((s->reason == kActionReplace || s->reason == kActionReboot) &&
+        (base == "fail" || base == "down") && s->reason_time > since) {
+      const bool replace = s->reason == kActionReplace;
+      if (replace || !found || found->action != "Replace") {
+        found = Finding{"Requested", replace ? "Replace" : "Reboot",
+                        absl::StrCat("Slurm node ", s->name, " was set ", base, " with reason \"",
+                                     s->reason, "\""),
+                        false};
+      }
+    }
+  }
+  return found;
+}
+
+std::string RecoveryMode(const model::Cluster& c) {
+  if (c.spec.is_object() && c.spec.contains("NodeRecovery") && c.spec["NodeRecovery"].is_string()) {
+    return c.spec["NodeRecovery"].get<std::string>();
+  }
+  return "Automatic";  // the service model's default
+}
+
+/// Finds faulty nodes and starts their recovery (or only reports them, NodeRecovery None).
+void Detect(Work& w) {
+  std::map<std::string, const provider::InstanceObservation*> by_id;
+  for (const auto& o : w.snap.instances) by_id[o.instance_id] = &o;
+  if (w.cluster.status != cs::kInService && w.cluster.status != cs::kUpdating) {
+    // Not yet (or no longer) in service: a running node that stopped fails, as before
+    // monitoring (Observe() left these to this function).
+    if (!w.snap.lifecycle_by_agent) return;
+    for (size_t i = 0; i < w.nodes.size(); ++i) {
+      const model::Node& n = w.nodes[i];
+      if (n.status != is::kRunning || n.recovery.is_object()) continue;
+      auto it = by_id.find(n.instance_id);
+      if (it == by_id.end()) {
+        FailNode(w, i, "The instance is no longer reported by its provider.");
+      } else if (it->second->state == InstanceState::kFailed) {
+        FailNode(w, i, it->second->message);
+      }
+    }
+    return;
+  }
+  const bool automatic = RecoveryMode(w.cluster) != "None";
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    model::Node& n = w.nodes[i];
+    if (!IsLive(n) || n.recovery.is_object()) continue;
+    auto it = by_id.find(n.instance_id);
+    const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
+    if (n.status == is::kFailure) {
+      // Retry a replacement whose lifecycle scripts failed (not under Continuous provisioning,
+      // where Scale() replaces failed instances itself).
+      if (!n.spec_extras.contains(kReplacementOf) || w.cluster.continuous()) continue;
+      if (!n.fault.is_object()) {
+        const int attempt = n.spec_extras.value(kReplaceAttempt, 1);
+        Duration delay = w.snap.liveness_policy.retry_delay;
+        for (int k = 1; k < attempt && delay < w.snap.liveness_policy.max_retry_delay; ++k) delay *= 2;
+        delay = std::min(delay, w.snap.liveness_policy.max_retry_delay);
+        n.fault = json{{"Kind", "ReplacementFailed"},
+                       {"Message", n.message},
+                       {"DetectedAt", ToEpochSeconds(w.now)},
+                       {"RetryAt", ToEpochSeconds(w.now + delay)}};
+        w.dirty[i] = true;
+        w.event("Instance", "Warn",
+                absl::StrCat("Replacement instance ", n.instance_id, " failed (attempt ", attempt,
+                             "): ", n.message, " It is replaced again in ", Seconds(delay), " s."),
+                n.group, n.instance_id);
+        continue;
+      }
+      if (n.fault.value("Kind", "") == "ReplacementFailed" &&
+          w.now >= FromEpochSeconds(n.fault.value("RetryAt", 0.0))) {
+        n.spec_extras[kReplaceAttempt] = n.spec_extras.value(kReplaceAttempt, 1) + 1;
+        n.recovery = json{{"Action", "Replace"},
+                          {"Reason", absl::StrCat("retrying a failed replacement: ",
+                                                  n.fault.value("Message", std::string()))},
+                          {"RequestedAt", ToEpochSeconds(w.now)},
+                          {"Source", "ReplacementFailed"}};
+        n.fault = json();
+        w.dirty[i] = true;
+        continue;
+      }
+      if (n.fault.value("Kind", "") == "ReplacementFailed") continue;
+    }
+    if (n.status != is::kRunning && !(n.status == is::kFailure && n.fault.is_object())) continue;
+    const std::optional<Finding> f = FindFault(w, n, o);
+    if (!f) {
+      if (n.fault.is_object()) {
+        // A reported fault that went away by itself (NodeRecovery None).
+        w.event("Instance", "Info",
+                absl::StrCat("Instance ", n.instance_id, " is healthy again (was: ",
+                             n.fault.value("Message", std::string()), ")"),
+                n.group, n.instance_id);
+        n.fault = json();
+        w.setStatus(i, is::kRunning);
+        w.dirty[i] = true;
+      }
+      continue;
+    }
+    std::string action = f->action;
+    const bool controller = !w.snap.controller_group.empty() && n.group == w.snap.controller_group;
+    std::string note;
+    if (action == "Replace" && controller) {
+      action = "Reboot";  // as on HyperPod: controller nodes are not replaced
+      note = " Controller nodes are rebooted, not replaced.";
+    }
+    const std::string where =
+        absl::StrCat("instance ", n.instance_id, " (group ", n.group,
+                     n.hostname.empty() ? "" : absl::StrCat(", node ", n.hostname), ")");
+    if (!automatic && f->kind != "Requested") {
+      if (n.fault.is_object() && n.fault.value("Kind", "") == f->kind) continue;  // reported
+      n.fault = json{{"Kind", f->kind}, {"Message", f->message},
+                     {"DetectedAt", ToEpochSeconds(w.now)}};
+      w.dirty[i] = true;
+      w.event("Instance", "Warn",
+              absl::StrCat(f->kind, " on ", where, ": ", f->message,
+                           " NodeRecovery is None: the node is only reported."),
+              n.group, n.instance_id,
+              json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"FailureMessage", f->message}}}});
+      if (f->kind == "Dead" || f->kind == "Unresponsive") {
+        w.setStatus(i, is::kFailure, f->message);
+      } else {
+        w.setStatus(i, is::kRunning, f->message);
+      }
+      continue;
+    }
+    n.fault = json();
+    n.recovery = json{{"Action", action},
+                      {"Reason", f->message},
+                      {"RequestedAt", ToEpochSeconds(w.now)},
+                      {"Source", f->kind},
+                      {"Hard", f->hard}};
+    w.dirty[i] = true;
+    w.event("Instance", f->kind == "Requested" ? "Info" : "Warn",
+            absl::StrCat(f->kind, " on ", where, ": ", f->message, " ",
+                         action == "Replace" ? "Replacing" : "Rebooting", " it.", note),
+            n.group, n.instance_id,
+            json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", action}}}});
+  }
+}
+
+/// The Slurm node states wanted now: DOWN with a "Hyperfleet: ..." reason while a node is
+/// faulty or being recovered, resume once its (new) instance is up.
+void MarkSlurmNodes(Work& w) {
+  if (!w.snap.slurm_nodes) return;
+  std::set<std::string> replaced;  // instance ids with a replacement
+  for (const auto& n : w.nodes) {
+    const std::string pred = n.spec_extras.value(kReplacementOf, std::string());
+    if (!pred.empty()) replaced.insert(pred);
+  }
+  for (const auto& s : *w.snap.slurm_nodes) {
+    std::string down_reason;
+    const model::Node* cur = nullptr;
+    for (const auto& n : w.nodes) {
+      if (n.hostname != s.name) continue;
+      if (n.status == is::kShuttingDown) {
+        if (replaced.count(n.instance_id)) {
+          down_reason = absl::StrCat("replacing instance ", n.instance_id);
+        }
+      } else if (n.recovery.is_object()) {
+        down_reason = absl::StrCat(n.recovery.value("Action", "") == "Reboot" ? "rebooting"
+                                                                               : "replacing",
+                                   ": ", n.recovery.value("Reason", std::string()));
+      } else if (n.fault.is_object()) {
+        down_reason = n.fault.value("Message", std::string());
+      } else if (n.status == is::kFailure) {
+        down_reason = n.message;
+      } else if (n.status == is::kRunning ||
+                 (n.status == is::kPending && !n.lifecycle_state.empty() &&
+                  n.lifecycle_state != model::lifecycle_state::kFailed)) {
+        if (!cur || n.launch_time > cur->launch_time) cur = &n;
+      } else if (n.status == is::kPending && n.spec_extras.contains(kReplacementOf)) {
+        down_reason = n.message;  // a replacement that has not booted yet
+      }
+    }
+    const std::string base = BaseState(s.state);
+    if (cur) {
+      if (!IsMarkedState(base)) continue;
+      const bool ours = absl::StartsWith(s.reason, kOurReasonPrefix);
+      const bool old_request = (s.reason == kActionReplace || s.reason == kActionReboot) &&
+                               s.reason_time <= std::max(cur->launch_time, cur->recovered_at);
+      const bool our_reboot = s.reason == "Node unexpectedly rebooted" &&
+                              cur->recovered_at != SystemTime{} &&
+                              s.reason_time >= cur->recovered_at - std::chrono::seconds(1);
+      if (ours || old_request || our_reboot) w.plan.slurm_marks.push_back({s.name, "resume", s.reason});
+    } else if (!down_reason.empty() && base != "down" && base != "fail") {
+      std::string reason = absl::StrCat(kOurReasonPrefix, " ", down_reason);
+      // Slurm keeps reasons short in its listings; the full text is in the events.
+      if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
+      w.plan.slurm_marks.push_back({s.name, "down", reason});
     }
   }
 }
@@ -477,9 +783,19 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   } else if (failure && !continuous && w.cluster.status == cs::kUpdating) {
     RollBack(w, *failure);
   }
+  Detect(w);
   Recover(w);
   if (w.cluster.status != cs::kFailed) Scale(w);
+  MarkSlurmNodes(w);
   Finish(w);
+  if (w.snap.lifecycle_by_agent && w.cluster.status != cs::kDeleting) {
+    for (const auto& n : w.nodes) {
+      if (n.status == is::kRunning || (n.status == is::kFailure && n.fault.is_object())) {
+        w.plan.watch_liveness = true;
+        break;
+      }
+    }
+  }
 
   const bool in_flight = InFlight(w);
   if (w.cluster.status == cs::kCreating || w.cluster.status == cs::kUpdating ||

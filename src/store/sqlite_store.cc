@@ -240,6 +240,10 @@ model::Node ReadNode(const Stmt& s, bool body_column = true) {
     n.lifecycle_state = body.value("lcs_state", "");
     n.lifecycle_message = body.value("lcs_message", "");
     n.recovery = body.value("recovery", nlohmann::json());
+    n.fault = body.value("fault", nlohmann::json());
+    if (body.contains("recovered_at") && body["recovered_at"].is_number()) {
+      n.recovered_at = FromEpochSeconds(body["recovered_at"].get<double>());
+    }
   }
   return n;
 }
@@ -854,6 +858,8 @@ class SqliteStore final : public Store {
       if (!n.lifecycle_state.empty()) body["lcs_state"] = n.lifecycle_state;
       if (!n.lifecycle_message.empty()) body["lcs_message"] = n.lifecycle_message;
       if (!n.recovery.is_null()) body["recovery"] = n.recovery;
+      if (!n.fault.is_null()) body["fault"] = n.fault;
+      if (n.recovered_at != SystemTime{}) body["recovered_at"] = ToEpochSeconds(n.recovered_at);
       s.bind(12, body.dump());
       HF_RETURN_IF_ERROR(stepDone(c, s, "write node"));
     }

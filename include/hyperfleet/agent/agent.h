@@ -12,6 +12,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,11 +69,32 @@ struct AgentOptions {
   /// systemctl/scontrol when the lifecycle scripts enabled slurmctld (the HyperPod cluster
   /// agent's duty), marking removed nodes DOWN first; under any other root it does nothing.
   std::function<bool(SlurmReload)> reload_slurm;
+  /// On the Slurm controller node (its files carry slurm.conf), once its lifecycle scripts
+  /// ran: returns `sinfo -N -h -o '%N|%T|%H|%E'` output for the heartbeat's "slurm_nodes",
+  /// or nullopt when Slurm does not answer. Empty: with root "/" the agent runs sinfo;
+  /// under any other root nothing is reported.
+  std::function<std::optional<std::string>()> query_slurm_nodes;
+  /// Runs the scontrol commands (one per line) of the control plane's "slurm_marks".
+  /// Empty: with root "/" a root shell runs them; under any other root nothing runs.
+  std::function<bool(const std::string& script)> run_slurm_commands;
   /// Runs the node health checks (health.h) before each heartbeat and sends the report as
   /// the heartbeat's "health" member. Under a root other than "/" systemd units are never
   /// touched (see HealthMonitorOptions::run_command).
   bool health_checks = true;
 };
+
+/// Parses `sinfo -N -h -o '%N|%T|%H|%E'` output (node, long state, reason time in the
+/// node's local time or "Unknown"/"None", reason) into the heartbeat's "slurm_nodes":
+/// [{"name", "state", "reason", "reason_time" epoch seconds, 0 when none}]. Lines that do
+/// not parse are skipped; a node listed twice (in two partitions) appears once.
+nlohmann::json ParseSinfoNodes(std::string_view text);
+
+/// The scontrol commands (one per line, for a root shell) that carry out the control
+/// plane's `marks` ([{"node", "action": "down"|"resume", "reason"}], docs/resiliency.md)
+/// given Slurm's current `nodes` (ParseSinfoNodes): "down" only for a node not already down
+/// or fail; "resume" only for a node that is still marked with exactly the given reason.
+/// Unknown nodes and actions are skipped. Reasons are single-quoted for the shell.
+std::string SlurmMarkCommands(const nlohmann::json& marks, const nlohmann::json& nodes);
 
 /// Parses an env file: KEY=VALUE lines; blank lines and lines starting with '#' are
 /// skipped; a value in matching single or double quotes loses them; "export " before a key
@@ -175,6 +198,8 @@ class Agent {
   std::atomic<bool> stop_{false};
   /// The lifecycle scripts are over (or never ran): the health checks may restart units.
   std::atomic<bool> lifecycle_done_{false};
+  /// This node received slurm.conf: it runs slurmctld and reports Slurm node states.
+  std::atomic<bool> slurm_controller_{false};
   std::mutex mu_;
   LogShipper* shipper_ = nullptr;  ///< the running script's, so that Stop() can abandon it
   std::condition_variable cv_;

@@ -19,6 +19,7 @@
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/http/http.h"
 #include "hyperfleet/model/cluster.h"
+#include "hyperfleet/model/node_health.h"
 #include "hyperfleet/store/store.h"
 
 namespace hf::agentapi {
@@ -52,7 +53,7 @@ nlohmann::json ResourceConfig(const model::Cluster& cluster,
 class AgentService {
  public:
   struct Options {
-    int heartbeat_seconds = 5;            ///< how often agents heartbeat
+    int heartbeat_seconds = 1;            ///< how often agents heartbeat
     int lifecycle_timeout_seconds = 3600; ///< per lifecycle script, then it is killed
     /// How soon (milliseconds) an agent held back (controller first) registers again.
     int lifecycle_wait_retry_ms = 1000;
@@ -75,6 +76,13 @@ class AgentService {
   /// The last health report each instance's agent sent (the heartbeat's "health" object,
   /// docs/nodes.md "Health checks"); instances that sent none are absent.
   std::map<std::string, nlohmann::json> lastHealth() const;
+  /// What the agents of `cluster_id` said (docs/resiliency.md): when each was last heard,
+  /// its last health report, the controller agent's view of the Slurm nodes (when reported
+  /// within max(3 heartbeats, 5 s)) and the group running slurmctld.
+  model::ClusterHealthView clusterHealth(const std::string& cluster_id) const;
+  /// The Slurm node changes the controller node's agent of `cluster_id` gets in its next
+  /// heartbeat responses ("slurm_marks"); replaces the previous list.
+  void setSlurmMarks(const std::string& cluster_id, std::vector<model::SlurmMark> marks);
 
  private:
   struct Caller {
@@ -131,6 +139,10 @@ class AgentService {
   std::map<std::string, nlohmann::json> health_;  ///< instance id -> last health report
   /// Controller instance id -> the slurm.conf its agent has applied (written and reloaded).
   std::map<std::string, std::string> applied_slurm_conf_;
+  /// Cluster id -> (when reported, the controller agent's `sinfo` view).
+  std::map<std::string, std::pair<SystemTime, std::vector<model::SlurmNodeState>>> slurm_view_;
+  std::map<std::string, std::vector<model::SlurmMark>> slurm_marks_;  ///< by cluster id
+  std::map<std::string, std::string> controller_group_;  ///< by cluster id (last seen)
   /// Short: a user who fixes the file and creates the cluster again must see the fix.
   static constexpr Duration kParamsCacheTtl = std::chrono::seconds(5);
   static constexpr size_t kMaxParamsBytes = 1u << 20;

@@ -27,7 +27,9 @@ struct ServerFlags {
   std::string image_dir = "/var/lib/hyperfleet/images";  ///< node image cache (host-wide)
   std::string image_mirror = "http://deb.debian.org/debian";  ///< for building the image
   int lifecycle_timeout_seconds = 3600;    ///< per lifecycle script
-  int heartbeat_seconds = 5;               ///< agent heartbeat interval
+  int heartbeat_seconds = 1;               ///< agent heartbeat interval
+  /// A running node whose agent is silent this long is unresponsive (hung) and recovered.
+  int unresponsive_after_seconds = 10;
   int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"
   uint16_t node_apt_proxy_port = 0;        ///< apt proxy on the bridge host address; 0: none
   // lifecycle bundles

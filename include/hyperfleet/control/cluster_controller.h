@@ -5,6 +5,9 @@
 // PlanCluster(), commits the writes (compare-and-swap) and then makes the provider calls.
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -13,6 +16,7 @@
 
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
+#include "hyperfleet/control/cluster_plan.h"
 #include "hyperfleet/provider/provider.h"
 #include "hyperfleet/store/store.h"
 
@@ -32,10 +36,25 @@ class ClusterController {
     /// How long a booted node's agent may take to start the lifecycle scripts (providers
     /// whose nodes run agents only; see ClusterSnapshot::agent_start_timeout).
     Duration agent_start_timeout = std::chrono::minutes(5);
+    /// How often a cluster with running nodes under agents is looked at for silence and
+    /// health reports, even when settled.
+    Duration liveness_interval = std::chrono::seconds(1);
+    /// Thresholds of node health monitoring; listening_since is set by start().
+    LivenessPolicy liveness;
+  };
+
+  /// What node agents said about one cluster (from the agent service).
+  using ClusterLiveness = model::ClusterHealthView;
+  /// Where health comes from and Slurm marks go (the agent service). Both may be empty
+  /// (providers without agents, tests).
+  struct AgentHooks {
+    std::function<ClusterLiveness(const std::string& cluster_id)> liveness;
+    std::function<void(const std::string& cluster_id, std::vector<SlurmMark> marks)>
+        publish_slurm_marks;
   };
 
   ClusterController(store::Store& store, provider::Provider& provider, const Clock& clock,
-                    IdSource& ids, Options options);
+                    IdSource& ids, Options options, AgentHooks hooks = {});
   ~ClusterController();
 
   /// Starts the worker thread (which first enqueues every stored cluster).
@@ -56,13 +75,15 @@ class ClusterController {
   provider::Provider& provider_;
   const Clock& clock_;
   IdSource& ids_;
-  const Options options_;
+  Options options_;
+  const AgentHooks hooks_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
   std::set<std::string> queued_;
   bool stopping_ = false;
+  bool watch_liveness_ = false;  ///< the last reconcile's ClusterPlan::watch_liveness
   std::thread worker_;
 };
 

@@ -4,16 +4,36 @@
 // writes and provider calls that move the cluster toward its declaration; the controller
 // applies them (writes first, then provider calls, so a crash in between only repeats
 // idempotent work). State machines: docs/state-machines.md.
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/model/cluster.h"
+#include "hyperfleet/model/node_health.h"
 #include "hyperfleet/provider/provider.h"
 #include "hyperfleet/store/store.h"
 
 namespace hf::control {
+
+using model::NodeLiveness;
+using model::SlurmMark;
+using model::SlurmNodeState;
+
+/// Thresholds of node health monitoring (issue "Resiliency"; docs/resiliency.md).
+struct LivenessPolicy {
+  /// A running instance whose agent has been silent this long is unresponsive (hung).
+  Duration unresponsive_after = std::chrono::seconds(10);
+  /// Silence before this time is not counted (the control plane was not listening: a
+  /// restart). Zero: count from the instance's launch.
+  SystemTime listening_since{};
+  /// How long after a failed replacement (its lifecycle scripts failed) it is retried;
+  /// doubles with each attempt, up to max_retry_delay.
+  Duration retry_delay = std::chrono::seconds(10);
+  Duration max_retry_delay = std::chrono::minutes(5);
+};
 
 /// Everything the planner looks at.
 struct ClusterSnapshot {
@@ -29,6 +49,14 @@ struct ClusterSnapshot {
   Duration agent_start_timeout = std::chrono::minutes(5);
   /// How long a rebooted instance may take to boot again before it is declared failed.
   Duration reboot_timeout = std::chrono::minutes(10);
+  /// With lifecycle_by_agent: what each instance's agent last said, by instance id.
+  std::map<std::string, NodeLiveness> liveness;
+  /// The Slurm controller's view of its nodes, when its agent reported recently; nullopt
+  /// for clusters without Slurm or while no fresh report exists.
+  std::optional<std::vector<SlurmNodeState>> slurm_nodes;
+  /// The instance group that runs slurmctld (controller nodes are rebooted, not replaced).
+  std::string controller_group;
+  LivenessPolicy liveness_policy;
 };
 
 /// What the planner decided.
@@ -37,6 +65,16 @@ struct ClusterPlan {
   std::vector<provider::InstanceSpec> launches; ///< then these launches
   std::vector<std::string> terminations;        ///< and these terminations
   std::vector<std::string> reboots;             ///< and these reboots
+  /// Instances to stop at once, without a clean shutdown (faulty ones being replaced).
+  std::vector<std::string> kills;
+  /// Instances to power-cycle (a reboot that does not rely on the node: dead or hung).
+  std::vector<std::string> hard_reboots;
+  /// The Slurm node states the control plane wants now (complete each pass; the controller
+  /// node's agent applies what its current view still needs).
+  std::vector<SlurmMark> slurm_marks;
+  /// True when the cluster has running nodes whose agents must be watched: the controller
+  /// then looks again every second even when settled, to notice silence.
+  bool watch_liveness = false;
   /// True when nothing is in flight: no instance is pending or shutting down and the
   /// cluster status is final for now (InService, Failed). The controller then only
   /// resyncs slowly.
@@ -59,7 +97,18 @@ struct ClusterPlan {
 ///    Reboot asks the provider once and makes the node Running again when it reports a boot
 ///    after the request (lifecycle scripts do not run again); Replace terminates the
 ///    instance and, once the provider no longer reports it, launches a new instance id with
-///    the same NodeLogicalId and address, whose lifecycle scripts run as on a new node.
+///    the same NodeLogicalId and address, whose lifecycle scripts run as on a new node;
+///  - node health (lifecycle_by_agent; docs/resiliency.md): a Running node that stopped is
+///    Dead, one whose agent is silent for unresponsive_after while it runs is Unresponsive,
+///    one whose agent reports hard_fault has a HardwareFault, soft_fault a SoftwareFault;
+///    a Slurm mark `Action:Replace` / `Action:Reboot` (state fail or down, set after the
+///    node's launch or last recovery) asks for that action. With NodeRecovery Automatic
+///    (the default) faults are recovered: Dead/Unresponsive/HardwareFault → Replace,
+///    SoftwareFault → Reboot; controller nodes are rebooted instead of replaced. With None
+///    the fault is only reported (event, InstanceStatus.Message, Slurm node DOWN). A failed
+///    replacement is replaced again after retry_delay (doubling);
+///  - Slurm: a node being recovered or faulty is marked DOWN with a "Hyperfleet: ..."
+///    reason, and returned to service (resume) once its instance is up again.
 ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids);
 
 }  // namespace hf::control

@@ -98,6 +98,13 @@ struct Node {
   /// "Reason": why (for messages and events), "RequestedAt": epoch seconds,
   /// "Started": whether the provider was asked yet (Reboot)}.
   nlohmann::json recovery;
+  /// A fault the control plane detected and is not recovering from (NodeRecovery None, or
+  /// recovery retries pending), null when none: {"Kind": "Dead"|"Unresponsive"|
+  /// "HardwareFault"|"SoftwareFault", "Message": what was seen, "DetectedAt": epoch seconds}.
+  nlohmann::json fault;
+  /// When this instance's last node recovery (reboot) was requested; zero when never. Health
+  /// reports and Slurm marks older than this are about the node before its recovery.
+  SystemTime recovered_at{};
   int64_t revision = 0;
 };
 

@@ -85,6 +85,11 @@ class LocalProvider final : public Provider {
   /// Asks the node's systemd to reboot (SIGINT, as `machinectl reboot`); nspawn then exits
   /// with 133 and the supervisor boots the node again on the same disk.
   Status reboot(std::string_view instance_id) override;
+  /// Kills the node's supervisor and every process of the node (SIGKILL), then removes it.
+  Status terminateNow(std::string_view instance_id) override;
+  /// Kills whatever runs of the node (SIGKILL) and boots it again on the same disk.
+  /// Errors: NotFound (unknown), FailedPrecondition (still setting up, or terminating).
+  Status powerCycle(std::string_view instance_id) override;
   StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) override;
   bool runsLifecycleScripts() const override { return true; }
   StatusOr<int> nodeInitPid(std::string_view instance_id) override;
@@ -103,6 +108,10 @@ class LocalProvider final : public Provider {
   std::unique_ptr<Impl> impl_;
   std::string fleet_id_;
 };
+
+/// Where a node sees the host's srun --auto-resume SPANK plugin (bind-mounted read-only from
+/// hyperfleet_auto_resume.so next to the hyperfleet binary, when the build has one).
+inline constexpr const char* kAutoResumePluginPath = "/opt/hyperfleet/lib/hyperfleet_auto_resume.so";
 
 /// Runs the node supervisor for <node_dir> (the hidden `hyperfleet node-supervisor`
 /// subcommand): joins the node's cgroups, applies its caps, runs systemd-nspawn, relaunches

@@ -66,6 +66,12 @@ class Provider {
     return absl::UnimplementedError(absl::StrCat("provider ", std::string(name()),
                                                  " cannot reboot ", std::string(instance_id)));
   }
+  /// Terminates an instance at once, without a clean shutdown (a dead or hung node being
+  /// replaced). Default: terminate().
+  virtual Status terminateNow(std::string_view instance_id) { return terminate(instance_id); }
+  /// Reboots an instance without asking its system (a power cycle): for a node that is hung
+  /// or stopped. Keeps the disk, address and identity, like reboot(). Default: reboot().
+  virtual Status powerCycle(std::string_view instance_id) { return reboot(instance_id); }
   /// Every instance of `cluster_id` that is not yet fully terminated.
   virtual StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) = 0;
   /// True when the provider's nodes run the lifecycle scripts themselves (through the node

@@ -142,6 +142,7 @@ class LocalProvider::Impl {
     Phase phase = Phase::kSettingUp;
     std::string message;
     std::shared_ptr<std::mutex> op_mu = std::make_shared<std::mutex>();
+    std::atomic<bool> stop_now{false};  ///< terminate without a clean shutdown
   };
   struct ClusterNet {
     bool ready = false;
@@ -196,11 +197,13 @@ class LocalProvider::Impl {
     return absl::OkStatus();
   }
 
-  Status terminate(std::string_view instance_id) {
+  Status terminate(std::string_view instance_id, bool now = false) {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(std::string(instance_id));
-    if (it == nodes_.end() || it->second->phase == Phase::kTerminating) return absl::OkStatus();
+    if (it == nodes_.end()) return absl::OkStatus();
     auto rec = it->second;
+    if (now) rec->stop_now = true;  // also hurries a terminate already under way
+    if (rec->phase == Phase::kTerminating) return absl::OkStatus();
     rec->phase = Phase::kTerminating;
     spawnLocked([this, rec] { tearDown(rec); });
     return absl::OkStatus();
@@ -302,19 +305,7 @@ class LocalProvider::Impl {
         // The supervisor is gone (host restart, or it was killed): whatever is left of the
         // node (an orphaned nspawn and its init) is stopped, then it boots again on the same
         // disk, as after a reboot.
-        spawnLocked([this, rec] {
-          const std::string id = rec->spec.instance_id;
-          (void)local::KillCgroupTree(absl::StrCat("hyperfleet/", fleet_id_, "/", id), 10s);
-          if (auto nspawn = local::ReadPidFile(nodeDir(id) + "/nspawn.pid");
-              nspawn && local::ProcessMatches(*nspawn, {"systemd-nspawn", nodeDir(id)})) {
-            kill(*nspawn, SIGKILL);
-            (void)local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); },
-                                 5s);
-          }
-          const std::string merged = nodeDir(id) + "/merged";
-          if (local::IsMountPoint(merged)) umount2(merged.c_str(), MNT_DETACH);
-          setUp(rec, /*reboot=*/true);
-        });
+        spawnLocked([this, rec] { bootAgain(rec); });
       }
     }
     // Clusters left without nodes (e.g. the server died while deleting one): remove their
@@ -328,6 +319,22 @@ class LocalProvider::Impl {
       const std::string cluster_id = entry.path().filename().string();
       if (!with_nodes.count(cluster_id)) tearDownClusterIfEmpty(cluster_id);
     }
+  }
+
+  Status powerCycle(std::string_view instance_id) {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(std::string(instance_id));
+    if (it == nodes_.end()) {
+      return absl::NotFoundError(absl::StrCat("no node ", std::string(instance_id)));
+    }
+    auto rec = it->second;
+    if (rec->phase == Phase::kTerminating || rec->phase == Phase::kSettingUp) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", std::string(instance_id), " is not started"));
+    }
+    rec->phase = Phase::kSettingUp;
+    spawnLocked([this, rec] { bootAgain(rec); });
+    return absl::OkStatus();
   }
 
  private:
@@ -914,6 +921,26 @@ class LocalProvider::Impl {
     return absl::OkStatus();
   }
 
+  // Stops whatever is left of a node (supervisor, an orphaned nspawn and its init) without
+  // asking it, then boots it again on the same disk, as after a reboot.
+  void bootAgain(std::shared_ptr<NodeRec> rec) {
+    const std::string id = rec->spec.instance_id;
+    {
+      std::lock_guard op(*rec->op_mu);
+      if (auto sup = supervisorPid(id)) kill(*sup, SIGKILL);
+      (void)local::KillCgroupTree(absl::StrCat("hyperfleet/", fleet_id_, "/", id), 10s);
+      if (auto nspawn = local::ReadPidFile(nodeDir(id) + "/nspawn.pid");
+          nspawn && local::ProcessMatches(*nspawn, {"systemd-nspawn", nodeDir(id)})) {
+        kill(*nspawn, SIGKILL);
+        (void)local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); },
+                             5s);
+      }
+      const std::string merged = nodeDir(id) + "/merged";
+      if (local::IsMountPoint(merged)) umount2(merged.c_str(), MNT_DETACH);
+    }
+    setUp(rec, /*reboot=*/true);
+  }
+
   void setUp(std::shared_ptr<NodeRec> rec, bool reboot) {
     std::lock_guard op(*rec->op_mu);
     {
@@ -950,12 +977,12 @@ class LocalProvider::Impl {
     if (fs::exists(dir + "/node.json")) (void)writeNodeJson(*rec, true);
     const auto stop_budget = std::chrono::seconds(options_.stop_timeout_seconds + 15);
     if (auto sup = supervisorPid(id)) {
-      kill(*sup, SIGTERM);
-      if (!local::WaitFor([&] { return !local::ProcessMatches(*sup, {"node-supervisor", dir}); },
-                          stop_budget)) {
-        spdlog::warn("local provider: supervisor of {} did not stop; killing it", id);
-        kill(*sup, SIGKILL);
-      }
+      kill(*sup, rec->stop_now ? SIGKILL : SIGTERM);
+      const bool stopped = local::WaitFor([&] {
+        return rec->stop_now || !local::ProcessMatches(*sup, {"node-supervisor", dir});
+      }, stop_budget);
+      if (!stopped) spdlog::warn("local provider: supervisor of {} did not stop; killing it", id);
+      if (!stopped || rec->stop_now) kill(*sup, SIGKILL);
     }
     // An nspawn left without its supervisor (the supervisor was killed): kill its node.
     if (auto nspawn = local::ReadPidFile(dir + "/nspawn.pid");
@@ -1091,6 +1118,8 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
 
 Status LocalProvider::launch(const InstanceSpec& spec) { return impl_->launch(spec); }
 Status LocalProvider::terminate(std::string_view id) { return impl_->terminate(id); }
+Status LocalProvider::terminateNow(std::string_view id) { return impl_->terminate(id, true); }
+Status LocalProvider::powerCycle(std::string_view id) { return impl_->powerCycle(id); }
 Status LocalProvider::reboot(std::string_view id) {
   HF_ASSIGN_OR_RETURN(int init, impl_->initPid(id));
   if (kill(init, SIGINT) != 0) {
