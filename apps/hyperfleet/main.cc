@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "hyperfleet/cli/agent_command.h"
+#include "hyperfleet/cli/auto_resume_command.h"
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/node_supervisor_command.h"
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   });
 
   hf::cli::AddAgentCommand(app);
+  hf::cli::AddAutoResumeCommand(app);
   hf::cli::AddImageCommand(app);
   hf::cli::AddLogsCommand(app);
   hf::cli::AddNodeSupervisorCommand(app);

@@ -110,6 +110,7 @@ TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
            "SlurmctldParameters=enable_configless\n",
            "SlurmdParameters=config_overrides\n",
            "TaskPlugin=task/none\n",
+           "AuthInfo=cred_expire=5\n",
            "SchedulerParameters=batch_sched_delay=0\n",
            "GresTypes=gpu\n",
            "Include accounting.conf\n",
