@@ -1,0 +1,1309 @@
+#include "hyperfleet/governance/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <cstdio>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace hf::governance {
+
+std::string_view ResourceName(int r) {
+  switch (r) {
+    case kAccelerators: return "accelerators";
+    case kVCpuMilli: return "vcpu";
+    case kMemoryMiB: return "memory";
+  }
+  return "?";
+}
+
+std::string_view PreemptionReasonName(PreemptionReason r) {
+  switch (r) {
+    case PreemptionReason::kInClusterQueue: return "InClusterQueue";
+    case PreemptionReason::kReclaim: return "InCohortReclamation";
+    case PreemptionReason::kFairSharing: return "InCohortFairSharing";
+  }
+  return "?";
+}
+
+std::string_view VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kAdmitted: return "Admitted";
+    case Verdict::kNeverFits: return "NeverFits";
+    case Verdict::kTeamInactive: return "TeamInactive";
+    case Verdict::kWaiting: return "Waiting";
+    case Verdict::kNotConsidered: return "NotConsidered";
+  }
+  return "?";
+}
+
+namespace {
+// One resource amount in the unit people read: vCPU and GiB rather than milli and MiB.
+std::string Human(int r, int64_t v) {
+  switch (r) {
+    case kVCpuMilli: return absl::StrCat(v / 1000.0);
+    case kMemoryMiB: return absl::StrCat(v / 1024.0, " GiB");
+    default: return absl::StrCat(v);
+  }
+}
+}  // namespace
+
+std::string RenderWhyPending(const WhyPending& w) {
+  std::string out = absl::StrCat("job ", w.id, " (team ", w.team, ", ", w.instance_type,
+                                 ", priority ", w.priority_class.empty() ? "none" : w.priority_class,
+                                 " = ", w.priority, "): ", std::string(VerdictName(w.verdict)),
+                                 "\n  why: ", w.reason, "\n");
+  absl::StrAppend(&out, "  resource       request    nominal      usage  borrow-limit  "
+                        "borrowable  idle-in-cohort  available  max-ever\n");
+  for (int r = 0; r < kNumResources; ++r) {
+    const ResourceQuotaView& v = w.resources[r];
+    if (v.request == 0 && v.nominal == 0) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-12s %9s  %9s  %9s  %12s  %10s  %14s  %9s  %8s\n",
+                  std::string(ResourceName(r)).c_str(), Human(r, v.request).c_str(),
+                  Human(r, v.nominal).c_str(), Human(r, v.usage).c_str(),
+                  Human(r, v.borrow_limit).c_str(), Human(r, v.borrowable).c_str(),
+                  Human(r, v.idle_in_cohort).c_str(), Human(r, v.available).c_str(),
+                  Human(r, v.potential).c_str());
+    absl::StrAppend(&out, line);
+  }
+  if (w.verdict != Verdict::kAdmitted) {
+    absl::StrAppend(&out, "  jobs of the team ahead of it: ", w.jobs_ahead);
+    if (!w.first_ahead.empty()) {
+      absl::StrAppend(&out, " (");
+      for (size_t i = 0; i < w.first_ahead.size(); ++i)
+        absl::StrAppend(&out, i ? ", " : "", w.first_ahead[i]);
+      absl::StrAppend(&out, w.jobs_ahead > static_cast<int64_t>(w.first_ahead.size()) ? ", ...)" : ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+Resources PerInstance(const InstanceTypeCapacity& t) {
+  return {t.accelerators, int64_t{t.vcpus} * 1000,
+          static_cast<int64_t>(std::llround(t.memory_gib * 1024.0))};
+}
+
+StatusOr<Resources> ResolveQuotaResource(const QuotaResource& q, const Resources& inst,
+                                         std::string_view field) {
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": ", std::string(what)));
+  };
+  for (auto [v, name] : {std::pair{q.accelerators, "Accelerators"}, {q.vcpu, "VCpu"},
+                         {q.memory_gib, "MemoryInGiB"}}) {
+    if (v && (*v < 0 || !std::isfinite(*v))) return bad(absl::StrCat(name, " must be ≥ 0"));
+  }
+  if (q.count && *q.count < 0) return bad("Count must be ≥ 0");
+  if (q.accelerators && *q.accelerators > 0 && inst[kAccelerators] == 0)
+    return bad(absl::StrCat("Accelerators: ", q.instance_type, " has no accelerators"));
+  Resources out{};
+  const double acc = static_cast<double>(inst[kAccelerators]);
+  const double cpu = static_cast<double>(inst[kVCpuMilli]);
+  const double mem = static_cast<double>(inst[kMemoryMiB]);
+  if (q.count) {
+    for (int r = 0; r < kNumResources; ++r) out[r] = *q.count * inst[r];
+  } else if (q.accelerators) {
+    const double frac = acc > 0 ? *q.accelerators / acc : 0;
+    out = {0, static_cast<int64_t>(frac * cpu), static_cast<int64_t>(frac * mem)};
+  } else if (q.vcpu) {
+    const double frac = cpu > 0 ? *q.vcpu * 1000 / cpu : 0;
+    out = {0, 0, static_cast<int64_t>(frac * mem)};
+  } else if (q.memory_gib) {
+    const double frac = mem > 0 ? *q.memory_gib * 1024 / mem : 0;
+    out = {0, static_cast<int64_t>(frac * cpu), 0};
+  } else {
+    return bad("one of Count, Accelerators, VCpu or MemoryInGiB is required");
+  }
+  // Fields given explicitly override what Count or the ratio derived.
+  if (q.accelerators) out[kAccelerators] = static_cast<int64_t>(std::floor(*q.accelerators));
+  if (q.vcpu) out[kVCpuMilli] = static_cast<int64_t>(std::floor(*q.vcpu * 1000));
+  if (q.memory_gib) out[kMemoryMiB] = static_cast<int64_t>(std::floor(*q.memory_gib * 1024));
+  return out;
+}
+
+namespace {
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+constexpr uint8_t kNoClass = 255;
+
+enum class WlState : uint8_t { kFree, kPending, kAdmitted, kNeverFit };
+
+// Last reason a pending workload was skipped (for Explain).
+enum class Skip : uint8_t { kNone, kNoQuota, kNeedsBorrow, kNoCandidates, kInactive };
+
+// One workload. Kept small: the benchmark's budget is ≤ 300 bytes per pending workload,
+// queue node and id index included.
+struct Wl {
+  uint64_t id = 0;
+  int64_t ts = 0;
+  int64_t admit_seq = 0;      // order of admission (most recent is preempted first)
+  Resources req{};
+  uint32_t team = 0;
+  uint32_t pos = kNone;       // index in the team-flavor admitted / never-fit vector
+  int64_t evicted_cycle = -1; // cycle in which it was last evicted
+  int32_t prio = 0;
+  uint16_t flavor = 0;
+  uint8_t cls = kNoClass;
+  WlState state = WlState::kFree;
+  Skip skip = Skip::kNone;
+  bool considered = false;
+};
+
+// Queue order inside a team: higher priority, then earlier submission, then id.
+struct QKey {
+  int32_t neg_prio;
+  int64_t ts;
+  uint64_t id;
+  uint32_t idx;
+  bool operator<(const QKey& o) const {
+    if (neg_prio != o.neg_prio) return neg_prio < o.neg_prio;
+    if (ts != o.ts) return ts < o.ts;
+    return id < o.id;
+  }
+};
+
+// A team's state for one flavor.
+struct TeamFlavor {
+  bool has_quota = false;
+  Resources configured{};   // nominal as configured (kept while inactive)
+  Resources configured_borrow{};
+  Resources nominal{};      // effective: zero when the team is inactive
+  Resources borrow_limit{}; // effective
+  Resources local{};        // the part of nominal that is never lent (DontLend: all)
+  Resources usage{};
+  std::set<QKey> pending;
+  std::vector<uint32_t> admitted;
+  std::vector<uint32_t> never_fit;
+  std::vector<uint32_t> fresh;  // submitted since the last cycle (validated lazily)
+  uint64_t scanned_gen = 0;     // cohort generation at the last full scan
+};
+
+struct Team {
+  std::string name;
+  TeamQuota quota;
+  bool exists = false;          // quota present (not deleted)
+  bool active = false;
+  int weight = 0;
+  PreemptTeamTasks preempt = PreemptTeamTasks::kLowerPriority;
+  Resources borrowed{};         // Σ over flavors of max(0, usage − nominal)
+  uint64_t version = 0;         // bumped on every usage change (fair-share keys)
+  std::vector<TeamFlavor> tf;
+};
+
+struct Flavor {
+  InstanceTypeCapacity cap;
+  Resources per_instance{};
+  Resources capacity{};
+  Resources cohort_nominal{};  // IdleResourceSharing: unallocated capacity
+  Resources subtree{};         // lendable quota of the cohort
+  Resources usage{};           // Σ max(0, team usage − team local)
+  uint64_t gen = 1;            // bumped when quota is released or configuration changes
+};
+
+// Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
+// fraction so that equal shares compare equal. Zero-weight borrowers rank above everyone
+// and compare among themselves by the unweighted share (Kueue v0.19 CompareDRS).
+struct Share {
+  int inf = 0;
+  int64_t num = 0;
+  __int128 den = 1;
+  static int Cmp(const Share& a, const Share& b) {
+    if (a.inf != b.inf) return a.inf < b.inf ? -1 : 1;
+    const __int128 l = static_cast<__int128>(a.num) * b.den;
+    const __int128 r = static_cast<__int128>(b.num) * a.den;
+    return l < r ? -1 : l > r ? 1 : 0;
+  }
+  bool operator<(const Share& o) const { return Cmp(*this, o) < 0; }
+  bool operator<=(const Share& o) const { return Cmp(*this, o) <= 0; }
+  bool operator==(const Share& o) const { return Cmp(*this, o) == 0; }
+};
+
+int64_t Sat0(int64_t v) { return v < 0 ? 0 : v; }
+
+}  // namespace
+
+struct Engine::Impl {
+  SchedulerPolicy policy;
+  std::vector<Flavor> flavors;
+  absl::flat_hash_map<std::string, uint16_t> flavor_index;
+  std::vector<Team> teams;
+  absl::flat_hash_map<std::string, uint32_t> team_index;
+  std::vector<Wl> wls;
+  std::vector<uint32_t> free_wls;
+  absl::flat_hash_map<uint64_t, uint32_t> by_id;
+  absl::flat_hash_map<std::string, uint8_t> class_index;
+  std::vector<int> class_weight;
+  std::vector<std::pair<uint32_t, uint16_t>> fresh_tfs;  // team-flavors with fresh entries
+  int64_t cycle = 0;
+  int64_t admit_seq = 0;
+  int64_t pending_count = 0;
+  int64_t admitted_count = 0;
+
+  // ---- quota arithmetic (Kueue v0.19 resource_node.go semantics, flat cohort) ----
+
+  int64_t Available(const Team& t, uint16_t f, int r) const {
+    const TeamFlavor& x = t.tf[f];
+    const Flavor& fl = flavors[f];
+    const int64_t local_avail = Sat0(x.local[r] - x.usage[r]);
+    const int64_t stored = x.nominal[r] - x.local[r];
+    const int64_t used = Sat0(x.usage[r] - x.local[r]);
+    int64_t parent = fl.subtree[r] - fl.usage[r];
+    parent = std::min(parent, stored - used + x.borrow_limit[r]);
+    return Sat0(local_avail + parent);
+  }
+  int64_t Potential(const Team& t, uint16_t f, int r) const {
+    const TeamFlavor& x = t.tf[f];
+    return std::min(x.local[r] + flavors[f].subtree[r], x.nominal[r] + x.borrow_limit[r]);
+  }
+  bool Fits(const Team& t, uint16_t f, const Resources& req) const {
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && req[r] > Available(t, f, r)) return false;
+    return true;
+  }
+  bool NeverFits(const Team& t, uint16_t f, const Resources& req) const {
+    if (!t.tf[f].has_quota) return true;
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && req[r] > Potential(t, f, r)) return true;
+    return false;
+  }
+  bool WithinNominalAfter(const Team& t, uint16_t f, const Resources& req) const {
+    const TeamFlavor& x = t.tf[f];
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && x.usage[r] + req[r] > x.nominal[r]) return false;
+    return true;
+  }
+  bool BorrowingOn(const Team& t, uint16_t f, const Resources& req) const {
+    const TeamFlavor& x = t.tf[f];
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && x.usage[r] > x.nominal[r]) return true;
+    return false;
+  }
+
+  // Adds `sign`·req to the team's usage; the part above the team's local quota moves the
+  // cohort's usage, the part above nominal its borrowed total.
+  void AddUsage(uint32_t ti, uint16_t f, const Resources& req, int sign) {
+    Team& t = teams[ti];
+    TeamFlavor& x = t.tf[f];
+    Flavor& fl = flavors[f];
+    for (int r = 0; r < kNumResources; ++r) {
+      const int64_t old_u = x.usage[r];
+      const int64_t new_u = old_u + sign * req[r];
+      fl.usage[r] += Sat0(new_u - x.local[r]) - Sat0(old_u - x.local[r]);
+      t.borrowed[r] += Sat0(new_u - x.nominal[r]) - Sat0(old_u - x.nominal[r]);
+      x.usage[r] = new_u;
+    }
+    ++t.version;
+  }
+
+  // Dominant resource share of team `t` with `delta` added on flavor f (Kueue
+  // fair_sharing.go: borrowed / lendable per resource, max over resources, ÷ weight).
+  Share ShareOf(const Team& t, int f, const Resources& delta) const {
+    Share best;  // 0
+    for (int r = 0; r < kNumResources; ++r) {
+      int64_t borrowed = t.borrowed[r];
+      if (f >= 0) {
+        const TeamFlavor& x = t.tf[f];
+        borrowed += Sat0(x.usage[r] + delta[r] - x.nominal[r]) - Sat0(x.usage[r] - x.nominal[r]);
+      }
+      if (borrowed <= 0) continue;
+      Share s;
+      s.num = borrowed;
+      // Nothing lendable: any borrowing is an infinite share (ranked by amount).
+      s.den = lendable_[r] > 0 ? lendable_[r] : 1;
+      if (lendable_[r] <= 0) s.inf = 1;
+      if (best < s) best = s;
+    }
+    if (best.num == 0) return best;
+    if (t.weight == 0) {
+      best.inf += 1;
+    } else {
+      best.den *= t.weight;
+    }
+    return best;
+  }
+  Resources lendable_{};
+
+  // ---- configuration ----
+
+  // Recomputes effective quotas and cohort aggregates from scratch and wakes every queue.
+  void Recompute() {
+    for (Flavor& fl : flavors) fl.subtree = fl.usage = Resources{};
+    std::vector<Resources> nominal_sum(flavors.size());
+    for (Team& t : teams) {
+      t.active = t.exists && t.quota.active;
+      t.borrowed = {};
+      ++t.version;
+      for (size_t f = 0; f < flavors.size(); ++f) {
+        TeamFlavor& x = t.tf[f];
+        for (int r = 0; r < kNumResources; ++r) {
+          x.nominal[r] = t.active && x.has_quota ? x.configured[r] : 0;
+          x.borrow_limit[r] = t.active && x.has_quota ? x.configured_borrow[r] : 0;
+          x.local[r] =
+              t.active && t.quota.strategy == SharingStrategy::kDontLend ? x.nominal[r] : 0;
+          flavors[f].subtree[r] += x.nominal[r] - x.local[r];
+          flavors[f].usage[r] += Sat0(x.usage[r] - x.local[r]);
+          t.borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
+          nominal_sum[f][r] += x.nominal[r];
+        }
+      }
+    }
+    lendable_ = {};
+    for (size_t f = 0; f < flavors.size(); ++f) {
+      Flavor& fl = flavors[f];
+      for (int r = 0; r < kNumResources; ++r) {
+        fl.cohort_nominal[r] =
+            policy.idle_resource_sharing ? Sat0(fl.capacity[r] - nominal_sum[f][r]) : 0;
+        fl.subtree[r] += fl.cohort_nominal[r];
+        lendable_[r] += fl.subtree[r];
+      }
+      ++fl.gen;
+    }
+    // A configuration change may make never-fit workloads fit: put them back in the queues.
+    for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+      for (uint16_t f = 0; f < flavors.size(); ++f) {
+        TeamFlavor& x = teams[ti].tf[f];
+        for (uint32_t wi : x.never_fit) {
+          Wl& w = wls[wi];
+          w.state = WlState::kPending;
+          w.pos = kNone;
+          w.considered = false;
+          x.pending.insert(KeyOf(wi));
+        }
+        x.never_fit.clear();
+      }
+    }
+  }
+
+  QKey KeyOf(uint32_t wi) const {
+    const Wl& w = wls[wi];
+    return QKey{-w.prio, w.ts, w.id, wi};
+  }
+
+  StatusOr<std::pair<std::vector<Resources>, std::vector<Resources>>> ResolveQuota(
+      const TeamQuota& q) const {
+    if (q.resources.size() > 15)
+      return absl::InvalidArgumentError("ComputeQuotaResources: at most 15 entries");
+    if (q.absolute_borrow_limits.size() > 15)
+      return absl::InvalidArgumentError("AbsoluteBorrowLimits: at most 15 entries");
+    if (q.fair_share_weight < 0 || q.fair_share_weight > 100)
+      return absl::InvalidArgumentError("FairShareWeight: must be 0..100");
+    if (q.borrow_limit_percent < 0 || q.borrow_limit_percent > 10000)
+      return absl::InvalidArgumentError("BorrowLimit: must be 0..10000");
+    if (q.team.empty()) return absl::InvalidArgumentError("TeamName: required");
+    std::vector<Resources> nominal(flavors.size()), borrow(flavors.size());
+    std::vector<bool> seen(flavors.size());
+    for (size_t i = 0; i < q.resources.size(); ++i) {
+      const QuotaResource& qr = q.resources[i];
+      const std::string field = absl::StrCat("ComputeQuotaResources[", i, "]");
+      auto it = flavor_index.find(qr.instance_type);
+      if (it == flavor_index.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".InstanceType: ", qr.instance_type, " is not in the cluster"));
+      if (seen[it->second])
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".InstanceType: ", qr.instance_type, " appears twice"));
+      seen[it->second] = true;
+      HF_ASSIGN_OR_RETURN(nominal[it->second],
+                          ResolveQuotaResource(qr, flavors[it->second].per_instance, field));
+    }
+    for (size_t f = 0; f < flavors.size(); ++f) {
+      for (int r = 0; r < kNumResources; ++r) {
+        borrow[f][r] = q.strategy == SharingStrategy::kLendAndBorrow
+                           ? nominal[f][r] * q.borrow_limit_percent / 100
+                           : 0;
+      }
+    }
+    for (size_t i = 0; i < q.absolute_borrow_limits.size(); ++i) {
+      const QuotaResource& qr = q.absolute_borrow_limits[i];
+      const std::string field = absl::StrCat("AbsoluteBorrowLimits[", i, "]");
+      auto it = flavor_index.find(qr.instance_type);
+      if (it == flavor_index.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".InstanceType: ", qr.instance_type, " is not in the cluster"));
+      HF_ASSIGN_OR_RETURN(Resources abs,
+                          ResolveQuotaResource(qr, flavors[it->second].per_instance, field));
+      if (q.strategy != SharingStrategy::kLendAndBorrow) continue;  // cannot borrow at all
+      Resources& b = borrow[it->second];
+      // Only the resources the entry sets (directly or via Count) replace the percentage.
+      if (qr.count) {
+        b = abs;
+      } else {
+        if (qr.accelerators) b[kAccelerators] = abs[kAccelerators];
+        if (qr.vcpu) b[kVCpuMilli] = abs[kVCpuMilli];
+        if (qr.memory_gib) b[kMemoryMiB] = abs[kMemoryMiB];
+      }
+    }
+    return std::pair{nominal, borrow};
+  }
+
+  // ---- workloads ----
+
+  StatusOr<uint32_t> NewWorkload(const WorkloadSpec& s) {
+    if (by_id.contains(s.id))
+      return absl::AlreadyExistsError(absl::StrCat("workload ", s.id, " already exists"));
+    auto ti = team_index.find(s.team);
+    if (ti == team_index.end())
+      return absl::NotFoundError(absl::StrCat("team ", s.team, " has no compute quota"));
+    auto fi = flavor_index.find(s.instance_type);
+    if (fi == flavor_index.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("instance type ", s.instance_type, " is not in the cluster"));
+    if (s.count < 1) return absl::InvalidArgumentError("count must be ≥ 1");
+    uint8_t cls = kNoClass;
+    if (!s.priority_class.empty()) {
+      auto ci = class_index.find(s.priority_class);
+      if (ci == class_index.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat("priority class ", s.priority_class, " is not in the cluster policy"));
+      cls = ci->second;
+    }
+    Resources req{};
+    const Resources& inst = flavors[fi->second].per_instance;
+    for (int r = 0; r < kNumResources; ++r) {
+      const int64_t per = s.per_pod ? (*s.per_pod)[r] : inst[r];
+      if (per < 0) return absl::InvalidArgumentError("per_pod: negative resource");
+      req[r] = per * s.count;
+    }
+    uint32_t wi;
+    if (!free_wls.empty()) {
+      wi = free_wls.back();
+      free_wls.pop_back();
+    } else {
+      wi = static_cast<uint32_t>(wls.size());
+      wls.emplace_back();
+    }
+    Wl& w = wls[wi];
+    w = Wl{};
+    w.id = s.id;
+    w.ts = s.submit_time_ms;
+    w.req = req;
+    w.team = ti->second;
+    w.flavor = fi->second;
+    w.cls = cls;
+    w.prio = cls == kNoClass ? 0 : class_weight[cls];
+    by_id.emplace(s.id, wi);
+    return wi;
+  }
+
+  void Enqueue(uint32_t wi) {
+    Wl& w = wls[wi];
+    TeamFlavor& x = teams[w.team].tf[w.flavor];
+    w.state = WlState::kPending;
+    w.considered = false;
+    x.pending.insert(KeyOf(wi));
+    if (x.fresh.empty()) fresh_tfs.emplace_back(w.team, w.flavor);
+    x.fresh.push_back(wi);
+    ++pending_count;
+  }
+
+  void Admit(uint32_t wi) {
+    Wl& w = wls[wi];
+    TeamFlavor& x = teams[w.team].tf[w.flavor];
+    x.pending.erase(KeyOf(wi));
+    --pending_count;
+    w.state = WlState::kAdmitted;
+    w.admit_seq = ++admit_seq;
+    w.pos = static_cast<uint32_t>(x.admitted.size());
+    x.admitted.push_back(wi);
+    AddUsage(w.team, w.flavor, w.req, +1);
+    ++admitted_count;
+  }
+
+  void DropFromVector(std::vector<uint32_t>& v, uint32_t wi) {
+    const uint32_t pos = wls[wi].pos;
+    const uint32_t last = v.back();
+    v[pos] = last;
+    wls[last].pos = pos;
+    v.pop_back();
+    wls[wi].pos = kNone;
+  }
+
+  // Releases an admitted workload's quota and puts it back in its queue at its original
+  // position (a preempted workload keeps its submission time, as in Kueue).
+  void Evict(uint32_t wi) {
+    Wl& w = wls[wi];
+    TeamFlavor& x = teams[w.team].tf[w.flavor];
+    DropFromVector(x.admitted, wi);
+    AddUsage(w.team, w.flavor, w.req, -1);
+    --admitted_count;
+    ++flavors[w.flavor].gen;
+    w.evicted_cycle = cycle;
+    ++evictions;
+    evicted_flavors.push_back(w.flavor);
+    w.state = WlState::kPending;
+    w.considered = true;
+    x.pending.insert(KeyOf(wi));
+    ++pending_count;
+  }
+
+  void Release(uint32_t wi) {
+    Wl& w = wls[wi];
+    TeamFlavor& x = teams[w.team].tf[w.flavor];
+    switch (w.state) {
+      case WlState::kAdmitted:
+        DropFromVector(x.admitted, wi);
+        AddUsage(w.team, w.flavor, w.req, -1);
+        ++flavors[w.flavor].gen;
+        --admitted_count;
+        break;
+      case WlState::kPending:
+        x.pending.erase(KeyOf(wi));
+        --pending_count;
+        break;
+      case WlState::kNeverFit:
+        DropFromVector(x.never_fit, wi);
+        --pending_count;
+        break;
+      case WlState::kFree:
+        break;
+    }
+    by_id.erase(w.id);
+    w.state = WlState::kFree;
+    free_wls.push_back(wi);
+  }
+
+  // ---- preemption ----
+
+  struct Victim {
+    uint32_t wi;
+    PreemptionReason reason;
+  };
+
+  // Candidate order (Kueue CandidatesOrdering): other teams first, lower priority first,
+  // most recently admitted first, then id.
+  bool CandidateBefore(uint32_t a, uint32_t b, uint32_t own) const {
+    const Wl& x = wls[a];
+    const Wl& y = wls[b];
+    const bool xo = x.team == own, yo = y.team == own;
+    if (xo != yo) return !xo;
+    if (x.prio != y.prio) return x.prio < y.prio;
+    if (x.admit_seq != y.admit_seq) return x.admit_seq > y.admit_seq;
+    return x.id < y.id;
+  }
+
+  // Searches a minimal set of admitted workloads whose eviction lets `wi` fit. On success
+  // the victims are already evicted and returned in choice order; on failure nothing
+  // changes.
+  bool TryPreempt(uint32_t wi, std::vector<Victim>& out) {
+    const Wl& w = wls[wi];
+    const uint32_t ti = w.team;
+    Team& t = teams[ti];
+    const uint16_t f = w.flavor;
+    const bool fair = policy.fair_share;
+    const bool within_nominal = WithinNominalAfter(t, f, w.req);
+    // Kueue's gate: without fair sharing (and borrowWithinCohort=Never) a workload may only
+    // preempt when its request fits within the team's nominal quota.
+    if (!fair) {
+      for (int r = 0; r < kNumResources; ++r)
+        if (w.req[r] > t.tf[f].nominal[r]) return false;
+    }
+    std::vector<uint32_t> same;
+    if (t.preempt == PreemptTeamTasks::kLowerPriority) {
+      for (uint32_t ci : t.tf[f].admitted)
+        if (wls[ci].prio < w.prio) same.push_back(ci);
+    }
+    // Other teams' workloads are candidates only while their team borrows on a needed
+    // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
+    // ends up within its nominal quota (borrowWithinCohort: Never).
+    std::vector<uint32_t> other_teams;
+    if (fair || within_nominal) {
+      for (uint32_t ui = 0; ui < teams.size(); ++ui) {
+        if (ui == ti) continue;
+        const TeamFlavor& ux = teams[ui].tf[f];
+        if (ux.admitted.empty() || !BorrowingOn(teams[ui], f, w.req)) continue;
+        other_teams.push_back(ui);
+      }
+    }
+    if (same.empty() && other_teams.empty()) return false;
+    std::vector<uint32_t> chosen;
+    std::vector<PreemptionReason> reasons;
+    auto take = [&](uint32_t ci, PreemptionReason why) {
+      const Wl& c = wls[ci];
+      AddUsage(c.team, c.flavor, c.req, -1);
+      chosen.push_back(ci);
+      reasons.push_back(why);
+    };
+    auto undo_all = [&] {
+      for (uint32_t ci : chosen) AddUsage(wls[ci].team, wls[ci].flavor, wls[ci].req, +1);
+    };
+    bool fits = false;
+    if (!fair) {
+      std::vector<uint32_t> cands = same;
+      for (uint32_t ui : other_teams)
+        for (uint32_t ci : teams[ui].tf[f].admitted) cands.push_back(ci);
+      std::sort(cands.begin(), cands.end(),
+                [&](uint32_t a, uint32_t b) { return CandidateBefore(a, b, ti); });
+      for (uint32_t ci : cands) {
+        const Wl& c = wls[ci];
+        if (c.team != ti && !BorrowingOn(teams[c.team], f, w.req)) continue;
+        take(ci, c.team == ti ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
+        if (Fits(t, f, w.req)) {
+          fits = true;
+          break;
+        }
+      }
+    } else {
+      fits = FairTargets(wi, within_nominal, same, other_teams, take);
+    }
+    if (!fits) {
+      undo_all();
+      return false;
+    }
+    // Fill back: re-admit every victim but the last whose eviction turned out unnecessary.
+    std::vector<bool> keep(chosen.size(), true);
+    for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
+      const Wl& c = wls[chosen[i]];
+      AddUsage(c.team, c.flavor, c.req, +1);
+      if (Fits(t, f, w.req)) {
+        keep[i] = false;
+      } else {
+        AddUsage(c.team, c.flavor, c.req, -1);
+      }
+    }
+    // Fair-sharing victims must still be justified in the final state: the preemptor's
+    // team, after admission, below the victim's team with the victim back. Stricter than
+    // Kueue (whose greedy search and fill-back can leave a pair that would evict each other
+    // back on the next cycle); it rules that ping-pong out.
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      if (!keep[i] || reasons[i] != PreemptionReason::kFairSharing) continue;
+      const Wl& c = wls[chosen[i]];
+      AddUsage(c.team, c.flavor, c.req, +1);
+      const bool ok = ShareOf(t, f, w.req) < ShareOf(teams[c.team], -1, Resources{});
+      AddUsage(c.team, c.flavor, c.req, -1);
+      if (!ok) {
+        for (size_t k = 0; k < chosen.size(); ++k)
+          if (keep[k]) AddUsage(wls[chosen[k]].team, f, wls[chosen[k]].req, +1);
+        return false;
+      }
+    }
+    // Re-apply the releases through Evict so queues and counters follow.
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      if (!keep[i]) continue;
+      const Wl& c = wls[chosen[i]];
+      AddUsage(c.team, c.flavor, c.req, +1);
+      Evict(chosen[i]);
+      out.push_back({chosen[i], reasons[i]});
+    }
+    return true;
+  }
+
+  // Fair-sharing target selection (Kueue v0.19 fairPreemptions): visit teams by descending
+  // weighted share; the preemptor's own lower-priority workloads go unconditionally, other
+  // teams' ones unconditionally when the preemptor stays within nominal (lender reclaim),
+  // else by LessThanOrEqualToFinalShare, then LessThanInitialShare (one per team).
+  template <class Take>
+  bool FairTargets(uint32_t wi, bool within_nominal, std::vector<uint32_t>& same,
+                   const std::vector<uint32_t>& other_teams, Take&& take) {
+    const Wl& w = wls[wi];
+    const uint32_t ti = w.team;
+    const uint16_t f = w.flavor;
+    Team& t = teams[ti];
+    struct Target {
+      uint32_t team;
+      std::vector<uint32_t> cands;  // in CandidatesOrdering, consumed from the front
+      size_t next = 0;
+      bool s2_used = false;
+    };
+    std::vector<Target> targets;
+    auto order = [&](std::vector<uint32_t>& v) {
+      std::sort(v.begin(), v.end(),
+                [&](uint32_t a, uint32_t b) { return CandidateBefore(a, b, ti); });
+    };
+    if (!same.empty()) {
+      order(same);
+      targets.push_back({ti, same});
+    }
+    for (uint32_t ui : other_teams) {
+      Target tg{ui, teams[ui].tf[f].admitted};
+      order(tg.cands);
+      targets.push_back(std::move(tg));
+    }
+    Resources own_removed{};
+    auto share_of = [&](uint32_t ui) {
+      if (ui != ti) return ShareOf(teams[ui], -1, Resources{});
+      Resources d = w.req;
+      for (int r = 0; r < kNumResources; ++r) d[r] += own_removed[r];
+      return ShareOf(t, f, d);
+    };
+    for (int strategy = 1; strategy <= 2; ++strategy) {
+      std::vector<bool> dropped(targets.size(), false);
+      while (true) {
+        if (Fits(t, f, w.req)) return true;
+        // The target with the largest share that still has candidates.
+        int best = -1;
+        Share best_share;
+        for (size_t i = 0; i < targets.size(); ++i) {
+          Target& tg = targets[i];
+          if (dropped[i] || tg.next >= tg.cands.size()) continue;
+          if (tg.team != ti && !BorrowingOn(teams[tg.team], f, w.req)) continue;
+          const Share s = share_of(tg.team);
+          if (best < 0 || best_share < s) {
+            best = static_cast<int>(i);
+            best_share = s;
+          }
+        }
+        if (best < 0) break;
+        Target& tg = targets[best];
+        const uint32_t ci = tg.cands[tg.next];
+        if (tg.team == ti) {
+          ++tg.next;
+          for (int r = 0; r < kNumResources; ++r) own_removed[r] += wls[ci].req[r];
+          take(ci, PreemptionReason::kInClusterQueue);
+          continue;
+        }
+        if (within_nominal) {
+          ++tg.next;
+          take(ci, PreemptionReason::kReclaim);
+          continue;
+        }
+        // The preemptor's share counts its own would-be victims as still running: fill-back
+        // may keep them, and the comparison must hold for the final state.
+        Resources mine_delta = w.req;
+        for (int r = 0; r < kNumResources; ++r) mine_delta[r] += own_removed[r];
+        const Share mine = ShareOf(t, f, mine_delta);
+        bool ok;
+        if (strategy == 1) {
+          const Wl& c = wls[ci];
+          Resources minus = c.req;
+          for (auto& v : minus) v = -v;
+          ok = mine <= ShareOf(teams[tg.team], f, minus);
+        } else {
+          ok = !tg.s2_used && mine < best_share;
+        }
+        if (!ok) {
+          dropped[best] = true;
+          continue;
+        }
+        ++tg.next;
+        if (strategy == 2) tg.s2_used = true;
+        take(ci, PreemptionReason::kFairSharing);
+      }
+    }
+    return Fits(t, f, w.req);
+  }
+
+  // ---- the cycle ----
+
+  struct Stream {
+    uint32_t team;
+    uint16_t flavor;
+    std::vector<uint32_t> items;
+    size_t next = 0;
+    std::vector<uint32_t> deferred;  // borrowing entries left for the second pass
+    // The last failed preemption search (priority, request): dominated entries skip it.
+    bool has_fail = false;
+    int32_t fail_prio = 0;
+    Resources fail_req{};
+    uint64_t fail_epoch = 0;
+  };
+
+  struct HeapEntry {
+    Share share;
+    int32_t neg_prio;
+    int64_t ts;
+    uint64_t id;
+    uint32_t stream;
+    uint64_t version;
+    // std::priority_queue is a max-heap: "greater" means served later.
+    bool operator<(const HeapEntry& o) const {
+      if (!(share == o.share)) return o.share < share;
+      if (neg_prio != o.neg_prio) return neg_prio > o.neg_prio;
+      if (ts != o.ts) return ts > o.ts;
+      return id > o.id;
+    }
+  };
+
+  uint64_t borrow_epoch = 0;  // bumped on every borrowing admission (invalidates fail cache)
+
+  int64_t evictions = 0;
+  std::vector<uint16_t> evicted_flavors;
+
+  // A cycle runs rounds until one evicts nothing (at most kMaxRounds; victims are not re-admitted within the cycle, so each round with evictions admits a new preemptor): quota freed beyond
+  // a preemptor's need is offered again at once, so a job that fits its team's unused
+  // nominal quota never waits for the next cycle. Victims of this cycle are not
+  // reconsidered before the next one (no ping-pong within a cycle).
+  static constexpr int kMaxRounds = 64;
+  CycleResult RunCycle(int64_t /*now_ms*/) {
+    ++cycle;
+    CycleResult res;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      const int64_t before = evictions;
+      Round(res);
+      if (evictions == before) break;
+    }
+    // This cycle's victims wait for the next cycle: make sure it scans their queues.
+    for (uint16_t f : evicted_flavors) ++flavors[f].gen;
+    evicted_flavors.clear();
+    return res;
+  }
+
+  void Round(CycleResult& res) {
+    std::vector<Stream> streams;
+    std::vector<uint64_t> gen_at_start(flavors.size());
+    for (size_t f = 0; f < flavors.size(); ++f) gen_at_start[f] = flavors[f].gen;
+    // Woken queues are scanned whole; others only for their fresh entries.
+    for (size_t f = 0; f < flavors.size(); ++f) {
+      for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+        TeamFlavor& x = teams[ti].tf[f];
+        if (x.pending.empty() || x.scanned_gen == gen_at_start[f]) continue;
+        x.scanned_gen = gen_at_start[f];
+        Stream s;
+        s.team = ti;
+        s.flavor = static_cast<uint16_t>(f);
+        s.items.reserve(x.pending.size());
+        for (const QKey& k : x.pending) s.items.push_back(k.idx);
+        x.fresh.clear();
+        streams.push_back(std::move(s));
+      }
+    }
+    for (auto [ti, f] : fresh_tfs) {
+      TeamFlavor& x = teams[ti].tf[f];
+      if (x.fresh.empty()) continue;
+      Stream s;
+      s.team = ti;
+      s.flavor = f;
+      for (uint32_t wi : x.fresh)
+        if (wls[wi].state == WlState::kPending && !wls[wi].considered) s.items.push_back(wi);
+      x.fresh.clear();
+      std::sort(s.items.begin(), s.items.end(),
+                [&](uint32_t a, uint32_t b) { return KeyOf(a) < KeyOf(b); });
+      s.items.erase(std::unique(s.items.begin(), s.items.end()), s.items.end());
+      if (!s.items.empty()) streams.push_back(std::move(s));
+    }
+    fresh_tfs.clear();
+    for (int pass = 1; pass <= 2; ++pass) {
+      std::priority_queue<HeapEntry> heap;
+      auto push = [&](uint32_t si) {
+        Stream& s = streams[si];
+        const std::vector<uint32_t>& v = pass == 1 ? s.items : s.deferred;
+        while (s.next < v.size()) {
+          const uint32_t wi = v[s.next];
+          const Wl& w = wls[wi];
+          if (w.state != WlState::kPending || w.evicted_cycle == cycle || w.team != s.team) {
+            ++s.next;
+            continue;
+          }
+          Share sh;
+          if (policy.fair_share) sh = ShareOf(teams[s.team], s.flavor, w.req);
+          heap.push({sh, -w.prio, w.ts, w.id, si, teams[s.team].version});
+          return;
+        }
+      };
+      for (uint32_t si = 0; si < streams.size(); ++si) {
+        streams[si].next = 0;
+        push(si);
+      }
+      while (!heap.empty()) {
+        HeapEntry e = heap.top();
+        heap.pop();
+        Stream& s = streams[e.stream];
+        Team& t = teams[s.team];
+        if (policy.fair_share && e.version != t.version) {
+          push(e.stream);  // the team's share changed: re-key
+          continue;
+        }
+        const std::vector<uint32_t>& v = pass == 1 ? s.items : s.deferred;
+        const uint32_t wi = v[s.next++];
+        Decide(wi, s, pass, res);
+        push(e.stream);
+      }
+    }
+  }
+
+  void Decide(uint32_t wi, Stream& s, int pass, CycleResult& res) {
+    Wl& w = wls[wi];
+    Team& t = teams[s.team];
+    const uint16_t f = s.flavor;
+    ++res.considered;
+    w.considered = true;
+    if (!t.active) {
+      w.skip = Skip::kInactive;
+      return;
+    }
+    if (NeverFits(t, f, w.req)) {
+      TeamFlavor& x = t.tf[f];
+      x.pending.erase(KeyOf(wi));
+      w.state = WlState::kNeverFit;
+      w.pos = static_cast<uint32_t>(x.never_fit.size());
+      x.never_fit.push_back(wi);
+      res.never_fits.push_back(w.id);
+      return;
+    }
+    const bool borrows = !WithinNominalAfter(t, f, w.req);
+    // Entries that need to borrow wait for the second pass: non-borrowing entries of every
+    // team go first (Kueue's classical ordering and FairSharingPrioritizeNonBorrowing).
+    if (pass == 1 && borrows) {
+      s.deferred.push_back(wi);
+      return;
+    }
+    if (Fits(t, f, w.req)) {
+      Admit(wi);
+      if (borrows) ++borrow_epoch;
+      res.admitted.push_back({w.id, borrows, {}});
+      w.skip = Skip::kNone;
+      return;
+    }
+    if (s.has_fail && s.fail_epoch == borrow_epoch && w.prio <= s.fail_prio) {
+      bool dominated = true;
+      for (int r = 0; r < kNumResources; ++r)
+        if (w.req[r] < s.fail_req[r]) dominated = false;
+      if (dominated) {
+        w.skip = Skip::kNoCandidates;
+        return;
+      }
+    }
+    std::vector<Victim> victims;
+    if (TryPreempt(wi, victims)) {
+      Admit(wi);
+      const bool b = BorrowingOn(t, f, w.req);
+      if (b) ++borrow_epoch;
+      Admission a{w.id, b, {}};
+      for (const Victim& v : victims) a.victims.push_back({wls[v.wi].id, w.id, v.reason});
+      res.admitted.push_back(std::move(a));
+      w.skip = Skip::kNone;
+      return;
+    }
+    s.has_fail = true;
+    s.fail_prio = w.prio;
+    s.fail_req = w.req;
+    s.fail_epoch = borrow_epoch;
+    w.skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
+  }
+
+  // ---- explanation ----
+
+  WhyPending Explain(uint32_t wi) const {
+    const Wl& w = wls[wi];
+    const Team& t = teams[w.team];
+    const uint16_t f = w.flavor;
+    const TeamFlavor& x = t.tf[f];
+    const Flavor& fl = flavors[f];
+    WhyPending why;
+    why.id = w.id;
+    why.team = t.name;
+    why.instance_type = fl.cap.name;
+    why.priority = w.prio;
+    if (w.cls != kNoClass) {
+      for (const auto& pc : policy.priority_classes)
+        if (class_index.at(pc.name) == w.cls) why.priority_class = pc.name;
+    }
+    for (int r = 0; r < kNumResources; ++r) {
+      ResourceQuotaView& v = why.resources[r];
+      v.request = w.req[r];
+      v.nominal = x.nominal[r];
+      v.usage = x.usage[r];
+      v.borrow_limit = x.borrow_limit[r];
+      // Idle in the cohort excluding the team's own unused nominal: what others lend.
+      const int64_t own_unused =
+          Sat0((x.nominal[r] - x.local[r]) - Sat0(x.usage[r] - x.local[r]));
+      v.idle_in_cohort = Sat0(fl.subtree[r] - fl.usage[r] - own_unused);
+      const int64_t borrowed = Sat0(x.usage[r] - x.nominal[r]);
+      v.borrowable = std::min(Sat0(x.borrow_limit[r] - borrowed), v.idle_in_cohort);
+      v.available = Available(t, f, r);
+      v.potential = Potential(t, f, r);
+    }
+    if (w.state == WlState::kPending) {
+      const QKey mine = KeyOf(wi);
+      for (const TeamFlavor& y : t.tf) {
+        for (const QKey& k : y.pending) {
+          if (!(k < mine)) break;
+          ++why.jobs_ahead;
+          if (why.first_ahead.size() < 10) why.first_ahead.push_back(k.id);
+        }
+      }
+      std::sort(why.first_ahead.begin(), why.first_ahead.end());
+    }
+    auto need = [&] {
+      std::string out;
+      for (int r = 0; r < kNumResources; ++r) {
+        const auto& v = why.resources[r];
+        if (v.request > v.available)
+          absl::StrAppend(&out, out.empty() ? "" : ", ", std::string(ResourceName(r)), " needs ",
+                          v.request, " but ", v.available, " can be admitted now");
+      }
+      return out;
+    };
+    switch (w.state) {
+      case WlState::kAdmitted:
+        why.verdict = Verdict::kAdmitted;
+        why.reason = "admitted";
+        break;
+      case WlState::kNeverFit:
+        why.verdict = Verdict::kNeverFits;
+        why.reason = x.has_quota
+                         ? "the request exceeds the most the team could ever be admitted "
+                           "(nominal + borrow limit, bounded by the cohort) on this "
+                           "instance type; it will not run unless the quota changes"
+                         : "the team has no quota for this instance type";
+        break;
+      case WlState::kPending:
+        if (!t.active) {
+          why.verdict = Verdict::kTeamInactive;
+          why.reason = t.exists ? "the team's compute quota is disabled (ActivationState)"
+                                : "the team's compute quota was deleted";
+        } else if (!w.considered) {
+          why.verdict = Verdict::kNotConsidered;
+          why.reason = "submitted after the last scheduling cycle";
+        } else {
+          why.verdict = Verdict::kWaiting;
+          switch (w.skip) {
+            case Skip::kNeedsBorrow:
+              why.reason = absl::StrCat(
+                  "it needs to borrow and the cohort has not enough idle quota to lend (",
+                  need(), "); borrowers are not preempted for a borrowing job");
+              break;
+            case Skip::kNoQuota:
+            case Skip::kNoCandidates:
+              why.reason = absl::StrCat("not enough free quota (", need(),
+                                        ") and no workload may be preempted for it");
+              break;
+            default:
+              why.reason = "waiting for quota to be released";
+          }
+        }
+        break;
+      case WlState::kFree:
+        break;
+    }
+    return why;
+  }
+
+  const TeamFlavor* FindTf(std::string_view team, std::string_view type) const {
+    auto ti = team_index.find(std::string(team));
+    auto fi = flavor_index.find(std::string(type));
+    if (ti == team_index.end() || fi == flavor_index.end()) return nullptr;
+    return &teams[ti->second].tf[fi->second];
+  }
+};
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+Engine::~Engine() = default;
+
+Status Engine::SetCapacity(const std::vector<InstanceTypeCapacity>& types) {
+  Impl& m = *impl_;
+  absl::flat_hash_map<std::string, uint16_t> index;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const auto& t = types[i];
+    if (t.name.empty()) return absl::InvalidArgumentError("instance type: empty name");
+    if (t.vcpus < 0 || t.memory_gib < 0 || t.accelerators < 0 || t.instances < 0)
+      return absl::InvalidArgumentError(absl::StrCat(t.name, ": negative capacity"));
+    if (!index.emplace(t.name, static_cast<uint16_t>(i)).second)
+      return absl::InvalidArgumentError(absl::StrCat(t.name, ": listed twice"));
+  }
+  // Existing flavors keep their slot; new ones are appended; in-use ones may not vanish.
+  for (size_t f = 0; f < m.flavors.size(); ++f) {
+    if (index.contains(m.flavors[f].cap.name)) continue;
+    for (const Team& t : m.teams) {
+      const TeamFlavor& x = t.tf[f];
+      if (x.has_quota || !x.pending.empty() || !x.admitted.empty() || !x.never_fit.empty())
+        return absl::FailedPreconditionError(
+            absl::StrCat(m.flavors[f].cap.name, " is in use by team ", t.name));
+    }
+  }
+  for (const auto& t : types) {
+    auto it = m.flavor_index.find(t.name);
+    uint16_t f;
+    if (it == m.flavor_index.end()) {
+      f = static_cast<uint16_t>(m.flavors.size());
+      m.flavors.emplace_back();
+      m.flavor_index.emplace(t.name, f);
+      for (Team& team : m.teams) team.tf.emplace_back();
+    } else {
+      f = it->second;
+    }
+    Flavor& fl = m.flavors[f];
+    fl.cap = t;
+    fl.per_instance = PerInstance(t);
+    for (int r = 0; r < kNumResources; ++r) fl.capacity[r] = fl.per_instance[r] * t.instances;
+  }
+  // Re-resolve every quota against the new per-instance figures.
+  for (Team& team : m.teams) {
+    if (!team.exists) continue;
+    auto resolved = m.ResolveQuota(team.quota);
+    if (!resolved.ok()) return resolved.status();
+    for (size_t f = 0; f < m.flavors.size(); ++f) {
+      team.tf[f].configured = resolved->first[f];
+      team.tf[f].configured_borrow = resolved->second[f];
+    }
+  }
+  m.Recompute();
+  return absl::OkStatus();
+}
+
+Status Engine::SetPolicy(const SchedulerPolicy& policy) {
+  Impl& m = *impl_;
+  if (policy.priority_classes.size() > 10)
+    return absl::InvalidArgumentError("PriorityClasses: at most 10");
+  absl::flat_hash_map<std::string, uint8_t> index;
+  std::vector<int> weights;
+  for (size_t i = 0; i < policy.priority_classes.size(); ++i) {
+    const auto& pc = policy.priority_classes[i];
+    if (pc.weight < 0 || pc.weight > 100)
+      return absl::InvalidArgumentError(
+          absl::StrCat("PriorityClasses[", i, "].Weight: must be 0..100"));
+    if (pc.name.empty())
+      return absl::InvalidArgumentError(absl::StrCat("PriorityClasses[", i, "].Name: empty"));
+    if (!index.emplace(pc.name, static_cast<uint8_t>(i)).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat("PriorityClasses[", i, "].Name: ", pc.name, " appears twice"));
+    index.emplace(pc.name + "-priority", static_cast<uint8_t>(i));
+    weights.push_back(pc.weight);
+  }
+  // Workloads naming a class that disappears fall back to priority 0; others follow their
+  // class by name.
+  std::vector<uint8_t> remap(m.class_weight.size(), kNoClass);
+  for (const auto& [name, old] : m.class_index) {
+    auto it = index.find(name);
+    if (it != index.end()) remap[old] = it->second;
+  }
+  m.policy = policy;
+  m.class_index = std::move(index);
+  m.class_weight = std::move(weights);
+  for (Team& t : m.teams) {
+    for (TeamFlavor& x : t.tf) {
+      std::vector<uint32_t> pend;
+      for (const QKey& k : x.pending) pend.push_back(k.idx);
+      x.pending.clear();
+      for (uint32_t wi : pend) {
+        Wl& w = m.wls[wi];
+        w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
+        w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
+        x.pending.insert(m.KeyOf(wi));
+      }
+      for (uint32_t wi : x.admitted) {
+        Wl& w = m.wls[wi];
+        w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
+        w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
+      }
+      for (uint32_t wi : x.never_fit) {
+        Wl& w = m.wls[wi];
+        w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
+        w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
+      }
+    }
+  }
+  m.Recompute();
+  return absl::OkStatus();
+}
+
+Status Engine::UpsertQuota(const TeamQuota& quota) {
+  Impl& m = *impl_;
+  HF_ASSIGN_OR_RETURN(auto resolved, m.ResolveQuota(quota));
+  auto it = m.team_index.find(quota.team);
+  uint32_t ti;
+  if (it == m.team_index.end()) {
+    ti = static_cast<uint32_t>(m.teams.size());
+    m.teams.emplace_back();
+    m.teams.back().tf.resize(m.flavors.size());
+    m.team_index.emplace(quota.team, ti);
+  } else {
+    ti = it->second;
+  }
+  Team& t = m.teams[ti];
+  t.name = quota.team;
+  t.quota = quota;
+  t.exists = true;
+  t.weight = quota.fair_share_weight;
+  t.preempt = quota.preempt_team_tasks;
+  std::vector<bool> listed(m.flavors.size());
+  for (const auto& qr : quota.resources) listed[m.flavor_index.at(qr.instance_type)] = true;
+  for (size_t f = 0; f < m.flavors.size(); ++f) {
+    t.tf[f].has_quota = listed[f];
+    t.tf[f].configured = resolved.first[f];
+    t.tf[f].configured_borrow = resolved.second[f];
+  }
+  m.Recompute();
+  return absl::OkStatus();
+}
+
+Status Engine::RemoveQuota(std::string_view team) {
+  Impl& m = *impl_;
+  auto it = m.team_index.find(std::string(team));
+  if (it == m.team_index.end() || !m.teams[it->second].exists)
+    return absl::NotFoundError(absl::StrCat("team ", std::string(team), " has no compute quota"));
+  Team& t = m.teams[it->second];
+  t.exists = false;
+  for (TeamFlavor& x : t.tf) x.has_quota = false;
+  m.Recompute();
+  return absl::OkStatus();
+}
+
+Status Engine::Submit(const WorkloadSpec& spec) {
+  HF_ASSIGN_OR_RETURN(uint32_t wi, impl_->NewWorkload(spec));
+  impl_->Enqueue(wi);
+  return absl::OkStatus();
+}
+
+Status Engine::RestoreAdmitted(const WorkloadSpec& spec) {
+  Impl& m = *impl_;
+  HF_ASSIGN_OR_RETURN(uint32_t wi, m.NewWorkload(spec));
+  Wl& w = m.wls[wi];
+  TeamFlavor& x = m.teams[w.team].tf[w.flavor];
+  w.state = WlState::kAdmitted;
+  w.considered = true;
+  w.admit_seq = ++m.admit_seq;
+  w.pos = static_cast<uint32_t>(x.admitted.size());
+  x.admitted.push_back(wi);
+  m.AddUsage(w.team, w.flavor, w.req, +1);
+  ++m.admitted_count;
+  return absl::OkStatus();
+}
+
+Status Engine::Remove(uint64_t id) {
+  Impl& m = *impl_;
+  auto it = m.by_id.find(id);
+  if (it == m.by_id.end()) return absl::NotFoundError(absl::StrCat("workload ", id));
+  m.Release(it->second);
+  return absl::OkStatus();
+}
+
+CycleResult Engine::RunCycle(int64_t now_ms) { return impl_->RunCycle(now_ms); }
+
+StatusOr<WhyPending> Engine::Explain(uint64_t id) const {
+  auto it = impl_->by_id.find(id);
+  if (it == impl_->by_id.end()) return absl::NotFoundError(absl::StrCat("workload ", id));
+  return impl_->Explain(it->second);
+}
+
+Resources Engine::Usage(std::string_view team, std::string_view type) const {
+  const TeamFlavor* x = impl_->FindTf(team, type);
+  return x ? x->usage : Resources{};
+}
+
+Resources Engine::Nominal(std::string_view team, std::string_view type) const {
+  const TeamFlavor* x = impl_->FindTf(team, type);
+  return x ? x->nominal : Resources{};
+}
+
+std::vector<QuotaExcess> Engine::QuotaExcessReport() const {
+  const Impl& m = *impl_;
+  std::vector<QuotaExcess> out;
+  for (size_t f = 0; f < m.flavors.size(); ++f) {
+    Resources sum{};
+    for (const Team& t : m.teams)
+      for (int r = 0; r < kNumResources; ++r) sum[r] += t.tf[f].nominal[r];
+    bool over = false;
+    for (int r = 0; r < kNumResources; ++r) over |= sum[r] > m.flavors[f].capacity[r];
+    if (over) out.push_back({m.flavors[f].cap.name, sum, m.flavors[f].capacity});
+  }
+  return out;
+}
+
+int64_t Engine::PendingCount() const { return impl_->pending_count; }
+int64_t Engine::AdmittedCount() const { return impl_->admitted_count; }
+
+int64_t Engine::ApproxWorkloadBytes() const {
+  const Impl& m = *impl_;
+  // Workload slots + id index + one red-black node (key + 4 words) per pending workload.
+  int64_t bytes = static_cast<int64_t>(m.wls.capacity() * sizeof(Wl));
+  bytes += static_cast<int64_t>(m.by_id.capacity() * (sizeof(uint64_t) + sizeof(uint32_t) + 1));
+  bytes += m.pending_count * static_cast<int64_t>(sizeof(QKey) + 32);
+  return bytes;
+}
+
+}  // namespace hf::governance
