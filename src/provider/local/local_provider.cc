@@ -673,6 +673,7 @@ class LocalProvider::Impl {
         {"merged", dir + "/merged"},
         {"fsx", absl::StrCat(root_, "/clusters/", rec.spec.cluster_id, "/fsx")},
         {"binary", options_.hyperfleet_binary},
+        {"spank_plugin", spankPlugin()},
         {"vcpus", caps.vcpus},
         {"memory_gib", caps.memory_gib},
         {"stop_timeout_seconds", options_.stop_timeout_seconds},
@@ -869,6 +870,7 @@ class LocalProvider::Impl {
     if (!fs::exists(m + "/opt/hyperfleet/bin/hyperfleet")) {
       HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/opt/hyperfleet/bin/hyperfleet", "", 0755));
     }
+    HF_RETURN_IF_ERROR(writeAutoResumePlugin(m));
     if (options_.apt_proxy_port != 0) {
       std::error_code ec;
       fs::create_directories(m + "/etc/apt/apt.conf.d", ec);
@@ -878,6 +880,45 @@ class LocalProvider::Impl {
                        options_.apt_proxy_port, "/\";\n")));
     }
     return absl::OkStatus();
+  }
+
+  // The srun --auto-resume SPANK plugin built next to the hyperfleet binary
+  // (src/slurm/spank/), or "" when this build has none (no Slurm headers).
+  std::string spankPlugin() const {
+    const fs::path p =
+        fs::path(options_.hyperfleet_binary).parent_path() / "hyperfleet_auto_resume.so";
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) ? p.string() : std::string();
+  }
+
+  // Registers the auto-resume plugin with the node's Slurm (an `optional` plugstack line: a
+  // Slurm that cannot load it runs on without --auto-resume). The node supervisor
+  // bind-mounts the host's plugin read-only at kAutoResumePluginPath, so a new build reaches
+  // nodes at their next boot without rebuilding the image. Nodes without Slurm's
+  // plugstack.conf.d, or whose /opt/slurm would lead out of the node's tree, are left alone.
+  Status writeAutoResumePlugin(const std::string& m) {
+    const std::string conf_dir = m + "/opt/slurm/etc/plugstack.conf.d";
+    std::error_code ec;
+    const fs::path real = fs::weakly_canonical(conf_dir, ec);
+    const fs::path root = fs::weakly_canonical(m, ec);
+    if (ec || !fs::is_directory(real, ec) ||
+        !absl::StartsWith(real.string(), root.string() + "/")) {
+      return absl::OkStatus();
+    }
+    const std::string conf = real.string() + "/hyperfleet-auto-resume.conf";
+    if (spankPlugin().empty()) {
+      fs::remove(conf, ec);
+      return absl::OkStatus();
+    }
+    fs::create_directories(m + "/opt/hyperfleet/lib", ec);
+    if (!fs::exists(m + kAutoResumePluginPath)) {
+      HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + kAutoResumePluginPath, "", 0644));
+    }
+    return local::WriteFileAtomic(
+        conf, absl::StrCat("# srun --auto-resume=1 (docs/slurm.md \"Auto-resume\"), written by "
+                           "Hyperfleet's local provider at every boot.\n"
+                           "optional ", kAutoResumePluginPath,
+                           " supervisor=/opt/hyperfleet/bin/hyperfleet window=20\n"));
   }
 
   // Starts `<supervisor> <node-dir>` detached (double fork + setsid), output to console.log.

@@ -117,6 +117,10 @@ pid_t StartNspawn(const nlohmann::json& node, const sigset_t& original_mask) {
       "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--console=passive",
       "--bind=" + node.value("fsx", "") + ":/fsx",
       "--bind-ro=" + node.value("binary", "") + ":/opt/hyperfleet/bin/hyperfleet"};
+  // The srun --auto-resume plugin comes from the host like the binary (docs/slurm.md).
+  if (const std::string plugin = node.value("spank_plugin", ""); !plugin.empty()) {
+    argv.push_back(absl::StrCat("--bind-ro=", plugin, ":", kAutoResumePluginPath));
+  }
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
