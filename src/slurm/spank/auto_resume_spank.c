@@ -42,6 +42,13 @@ static int OnOption(int val, const char* optarg, int remote) {
   (void)val;
   if (remote) return 0;  // checked in srun already
   if (optarg != NULL && strcmp(optarg, "1") == 0) {
+    // Checked here: srun 22.05 ignores a failing slurm_spank_init_post_opt, but not this.
+    const char* job = getenv("SLURM_JOB_ID");
+    if (getenv(ACTIVE_ENV) == NULL && (job == NULL || *job == '\0')) {
+      slurm_error("[Auto Resume] Error: srun --auto-resume needs an existing allocation (run "
+                  "it inside sbatch or salloc): SLURM_JOB_ID is not set");
+      return -1;
+    }
     g_auto_resume = 1;
     return 0;
   }
@@ -127,35 +134,31 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   (void)av;
   if (spank_context() != S_CTX_LOCAL || !g_auto_resume) return 0;
   if (getenv(ACTIVE_ENV) != NULL) return 0;  // the supervisor's own srun
-  const char* job = getenv("SLURM_JOB_ID");
-  if (job == NULL || *job == '\0') {
-    slurm_error("[Auto Resume] Error: srun --auto-resume needs an existing allocation (run it "
-                "inside sbatch or salloc): SLURM_JOB_ID is not set");
-    return -1;
-  }
   const char* window = getenv(WINDOW_ENV);
   if (window == NULL || !ValidWindow(window)) window = g_window;
   char exe[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) {
     slurm_error("[Auto Resume] Error: cannot read /proc/self/exe: %s", strerror(errno));
-    return -1;
+    exit(1);
   }
   exe[n] = '\0';
   char** argv = NULL;
   const int argc = ReadCmdline(&argv);
   if (argc == 0) {
     slurm_error("[Auto Resume] Error: cannot read srun's command line: %s", strerror(errno));
-    return -1;
+    exit(1);
   }
   const char* head[] = {g_supervisor, "auto-resume", "--window", window, "--srun", exe, "--"};
   const int nhead = sizeof head / sizeof head[0];
   char** args = calloc((size_t)(nhead + argc + 1), sizeof(char*));
-  if (args == NULL) return -1;
+  if (args == NULL) exit(1);
   for (int i = 0; i < nhead; i++) args[i] = (char*)head[i];
   for (int i = 0; i < argc; i++) args[nhead + i] = argv[i];
   fflush(NULL);
   execv(g_supervisor, args);
   slurm_error("[Auto Resume] Error: cannot run %s: %s", g_supervisor, strerror(errno));
-  return -1;
+  // srun 22.05 goes on after a failing post-option hook: stop it rather than run the step
+  // without the auto-resume it asked for.
+  exit(1);
 }

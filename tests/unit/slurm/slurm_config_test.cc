@@ -111,7 +111,7 @@ TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
            "SlurmdParameters=config_overrides\n",
            "TaskPlugin=task/none\n",
            "AuthInfo=cred_expire=5\n",
-           "SchedulerParameters=batch_sched_delay=0\n",
+           "SchedulerParameters=batch_sched_delay=0,sched_interval=2\n",
            "GresTypes=gpu\n",
            "Include accounting.conf\n",
            "NodeName=ip-10-1-0-6 NodeHostname=ip-10-1-0-6 NodeAddr=10.1.0.6 CPUs=4 "
