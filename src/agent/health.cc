@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "hyperfleet/agent/agent.h"
 #include "hyperfleet/agent/script_runner.h"
 
@@ -643,8 +645,15 @@ HealthReport HealthMonitor::Check(const CheckInputs& inputs) {
                     std::find(options_.units.begin(), options_.units.end(), f.check) !=
                         options_.units.end();
   }
+  // A unit's main process that died is noticed every round without running systemctl (a
+  // cheap kill(pid, 0)); the systemctl round then comes at once instead of within
+  // command_interval.
+  bool unit_died = false;
+  for (const auto& [unit, pid] : unit_pids_) {
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) unit_died = true;
+  }
   const bool command_round_due =
-      !command_round_ || unit_trouble ||
+      !command_round_ || unit_trouble || unit_died ||
       std::chrono::steady_clock::now() - *command_round_ >= options_.command_interval;
   if (run && command_round_due) {
     command_findings_.clear();
@@ -702,8 +711,18 @@ HealthFinding HealthMonitor::CheckUnit(const std::string& unit, const CommandRun
   if (state == "activating" || state == "reloading") state = settle(state);
   o.state_before = state;
   int& restarts = restarts_[unit];
+  // The main process to watch between rounds (only on the node itself).
+  auto remember_pid = [&] {
+    unit_pids_[unit] = 0;
+    if (options_.root != "/") return;
+    const CommandResult r =
+        run({"systemctl", "show", "-p", "MainPID", "--value", unit}, options_.command_timeout);
+    int pid = 0;
+    if (r.exit_code == 0 && absl::SimpleAtoi(FirstLine(r.output), &pid)) unit_pids_[unit] = pid;
+  };
   if (state == "active") {
     restarts = 0;
+    remember_pid();
     return EvaluateService(unit, o);
   }
   bool stopped = false;
@@ -720,6 +739,7 @@ HealthFinding HealthMonitor::CheckUnit(const std::string& unit, const CommandRun
   }
   o.restarts_total = restarts;
   o.active_after = state == "active";
+  if (o.active_after) remember_pid();
   if (!o.active_after && o.last_output.empty()) o.last_output = "still " + state;
   HealthFinding f = EvaluateService(unit, o);
   if (f.severity != Severity::kOk) spdlog::warn("health: {}", f.message);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -510,11 +511,44 @@ void AgentService::recordHealth(const Caller& caller, const json& health) {
   }
   const std::string verdict = health["verdict"].get<std::string>();
   std::string before;
+  json before_report;
   {
     std::lock_guard lock(mu_);
     auto it = health_.find(caller.node.instance_id);
-    if (it != health_.end()) before = it->second.value("verdict", "");
+    if (it != health_.end()) {
+      before = it->second.value("verdict", "");
+      before_report = it->second;
+    }
     health_[caller.node.instance_id] = health;
+  }
+  // Each service the agent restarted (a killed slurmd) is an event, once per restart.
+  auto restarts = [](const json& report) {
+    std::set<std::string> out;
+    if (!report.is_object() || !report.contains("findings") || !report["findings"].is_array()) {
+      return out;
+    }
+    for (const auto& f : report["findings"]) {
+      if (!f.is_object()) continue;
+      const std::string message = f.value("message", "");
+      if (absl::StrContains(message, "restarted by the agent")) out.insert(message);
+    }
+    return out;
+  };
+  const std::set<std::string> seen = restarts(before_report);
+  store::WriteBatch restart_events;
+  for (const auto& message : restarts(health)) {
+    if (seen.count(message)) continue;
+    restart_events.events.push_back(model::MakeEvent(
+        ids_.eventId(), caller.cluster.id, clock_.now(),
+        {"Instance", "Warn", absl::StrCat("Instance ", caller.node.instance_id, ": ", message),
+         caller.node.group, caller.node.instance_id,
+         json{{"Instance", {{"NodeLogicalId", caller.node.logical_id}}}}}));
+  }
+  if (!restart_events.empty()) {
+    if (auto s = store_.commit(restart_events); !s.ok()) {
+      spdlog::warn("health event for {}: {}", caller.node.instance_id,
+                   std::string(s.status().message()));
+    }
   }
   if (IsFault(verdict) == IsFault(before) && (verdict == before || !IsFault(verdict))) return;
   // What failed, in the agent's words.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -198,6 +199,13 @@ int Run(const Options& o) {
                            "script once healthy nodes are available"));
   std::string error;
   if (!Requeue(job_id, &error)) {
+    // A node set DOWN makes Slurm requeue the job itself (JobRequeue): then this batch
+    // script is being stopped already, and that is the outcome we wanted.
+    if (absl::StrContains(error, "pending execution") ||
+        absl::StrContains(error, "already requeued")) {
+      Say("Info", absl::StrCat("JobID ", job_id, " was already requeued by Slurm"));
+      return code;
+    }
     Say("Error", absl::StrCat("cannot requeue job ", job_id, " (", error,
                               "); the step fails with exit code ", code));
     return code;

@@ -229,6 +229,7 @@ void Recover(Work& w) {
       r.spec_extras = n.spec_extras;
       r.spec_extras.erase(kRetryOf);
       r.spec_extras[kReplacementOf] = n.instance_id;
+      r.spec_extras["SlurmDownPending"] = true;
       if (!n.private_ip.empty()) r.spec_extras[kPrivateIp] = n.private_ip;
       w.event("Instance", "Info",
               absl::StrCat("Replacing instance ", n.instance_id, " with ", r.instance_id,
@@ -265,6 +266,7 @@ void Recover(Work& w) {
       w.nodes[i].recovery["RequestedAt"] = ToEpochSeconds(w.now);
       w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
       w.nodes[i].recovered_at = w.now;
+      w.nodes[i].spec_extras["SlurmDownPending"] = true;
       w.setStatus(i, is::kPending,
                   absl::StrCat("Rebooting", reason.empty() ? "" : absl::StrCat(": ", reason)));
       w.dirty[i] = true;
@@ -305,6 +307,13 @@ void Recover(Work& w) {
 // ---- node health (docs/resiliency.md) ----
 
 constexpr const char* kReplaceAttempt = "ReplaceAttempt";
+/// spec_extras key of a node recovered (replacement, or rebooted node) whose Slurm node has
+/// not yet been seen DOWN: it stays marked down until Slurm confirms, so that the jobs of
+/// the faulty node end (and requeue) even when the recovery outruns the mark.
+constexpr const char* kSlurmDownPending = "SlurmDownPending";
+/// spec_extras key: the Slurm DOWN reasons the planner set for this node's name (the last
+/// few); only those are lifted when the node is back, never a mark someone else set.
+constexpr const char* kSlurmDownReasons = "SlurmDownReasons";
 constexpr const char* kActionReplace = "Action:Replace";
 constexpr const char* kActionReboot = "Action:Reboot";
 constexpr const char* kOurReasonPrefix = "Hyperfleet:";
@@ -539,6 +548,28 @@ void Detect(Work& w) {
 
 /// The Slurm node states wanted now: DOWN with a "Hyperfleet: ..." reason while a node is
 /// faulty or being recovered, resume once its (new) instance is up.
+/// What a node being recovered or faulty says in its Slurm DOWN reason.
+std::string RecoveryText(const model::Node& n) {
+  if (n.recovery.is_object()) {
+    return absl::StrCat(n.recovery.value("Action", "") == "Reboot" ? "rebooting" : "replacing",
+                        ": ", n.recovery.value("Reason", std::string()));
+  }
+  if (n.fault.is_object()) return n.fault.value("Message", std::string());
+  return n.message.empty() ? std::string("recovered; its jobs must end") : n.message;
+}
+
+/// Whether Slurm's `reason` is one of the DOWN reasons the planner set (`issued`); sinfo
+/// may shorten long reasons.
+bool IssuedReason(const json& issued, const std::string& reason) {
+  if (!issued.is_array() || reason.empty()) return false;
+  for (const auto& r : issued) {
+    if (!r.is_string()) continue;
+    const std::string& text = r.get_ref<const std::string&>();
+    if (text == reason || (reason.size() >= 20 && absl::StartsWith(text, reason))) return true;
+  }
+  return false;
+}
+
 void MarkSlurmNodes(Work& w) {
   if (!w.snap.slurm_nodes) return;
   std::set<std::string> replaced;  // instance ids with a replacement
@@ -547,45 +578,73 @@ void MarkSlurmNodes(Work& w) {
     if (!pred.empty()) replaced.insert(pred);
   }
   for (const auto& s : *w.snap.slurm_nodes) {
+    const std::string base = BaseState(s.state);
     std::string down_reason;
-    const model::Node* cur = nullptr;
-    for (const auto& n : w.nodes) {
+    std::optional<size_t> cur;
+    std::vector<size_t> live;  // this name's records that are not shutting down
+    for (size_t i = 0; i < w.nodes.size(); ++i) {
+      model::Node& n = w.nodes[i];
       if (n.hostname != s.name) continue;
+      if (n.status != is::kShuttingDown) live.push_back(i);
+      if (n.status != is::kShuttingDown && n.spec_extras.value(kSlurmDownPending, false)) {
+        if (base == "down" || base == "fail") {
+          n.spec_extras.erase(kSlurmDownPending);  // Slurm has seen it: resume when ready
+          w.dirty[i] = true;
+        } else {
+          down_reason = RecoveryText(n);
+          continue;
+        }
+      }
       if (n.status == is::kShuttingDown) {
-        if (replaced.count(n.instance_id)) {
+        if (replaced.count(n.instance_id) && down_reason.empty()) {
           down_reason = absl::StrCat("replacing instance ", n.instance_id);
         }
-      } else if (n.recovery.is_object()) {
-        down_reason = absl::StrCat(n.recovery.value("Action", "") == "Reboot" ? "rebooting"
-                                                                               : "replacing",
-                                   ": ", n.recovery.value("Reason", std::string()));
-      } else if (n.fault.is_object()) {
-        down_reason = n.fault.value("Message", std::string());
-      } else if (n.status == is::kFailure) {
-        down_reason = n.message;
+      } else if (n.recovery.is_object() || n.fault.is_object() || n.status == is::kFailure) {
+        down_reason = RecoveryText(n);
       } else if (n.status == is::kRunning ||
                  (n.status == is::kPending && !n.lifecycle_state.empty() &&
                   n.lifecycle_state != model::lifecycle_state::kFailed)) {
-        if (!cur || n.launch_time > cur->launch_time) cur = &n;
+        if (!cur || n.launch_time > w.nodes[*cur].launch_time) cur = i;
       } else if (n.status == is::kPending && n.spec_extras.contains(kReplacementOf)) {
         down_reason = n.message;  // a replacement that has not booted yet
       }
     }
-    const std::string base = BaseState(s.state);
     if (cur) {
-      if (!IsMarkedState(base)) continue;
-      const bool ours = absl::StartsWith(s.reason, kOurReasonPrefix);
+      model::Node& c = w.nodes[*cur];
+      if (!IsMarkedState(base)) {
+        if (c.spec_extras.contains(kSlurmDownReasons)) {
+          c.spec_extras.erase(kSlurmDownReasons);  // back in service
+          w.dirty[*cur] = true;
+        }
+        continue;
+      }
+      // Only marks the planner set itself, a user's Action:* request that this instance (or
+      // recovery) already answered, and Slurm's own complaint about a reboot we asked for.
+      const bool ours = IssuedReason(c.spec_extras.value(kSlurmDownReasons, json()), s.reason);
       const bool old_request = (s.reason == kActionReplace || s.reason == kActionReboot) &&
-                               s.reason_time <= std::max(cur->launch_time, cur->recovered_at);
+                               s.reason_time <= std::max(c.launch_time, c.recovered_at);
       const bool our_reboot = s.reason == "Node unexpectedly rebooted" &&
-                              cur->recovered_at != SystemTime{} &&
-                              s.reason_time >= cur->recovered_at - std::chrono::seconds(1);
-      if (ours || old_request || our_reboot) w.plan.slurm_marks.push_back({s.name, "resume", s.reason});
+                              c.recovered_at != SystemTime{} &&
+                              s.reason_time >= c.recovered_at - std::chrono::seconds(1);
+      if (ours || old_request || our_reboot) {
+        w.plan.slurm_marks.push_back({s.name, "resume", s.reason});
+      }
     } else if (!down_reason.empty() && base != "down" && base != "fail") {
       std::string reason = absl::StrCat(kOurReasonPrefix, " ", down_reason);
       // Slurm keeps reasons short in its listings; the full text is in the events.
       if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
       w.plan.slurm_marks.push_back({s.name, "down", reason});
+      // Remembered on the records that will answer for this name, so that the node is
+      // resumed from this mark (and only from marks like it) once it is back.
+      for (size_t i : live) {
+        json issued = w.nodes[i].spec_extras.value(kSlurmDownReasons, json::array());
+        if (!issued.is_array()) issued = json::array();
+        if (IssuedReason(issued, reason)) continue;
+        issued.push_back(reason);
+        while (issued.size() > 4) issued.erase(issued.begin());
+        w.nodes[i].spec_extras[kSlurmDownReasons] = issued;
+        w.dirty[i] = true;
+      }
     }
   }
 }

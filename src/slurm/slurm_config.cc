@@ -17,7 +17,30 @@ bool HasGroup(const model::Cluster& c, const std::string& name) {
   return c.group(name) != nullptr;
 }
 
-/// Live nodes of `group` with an address, oldest first.
+/// An IPv4 address as a number for ordering (0 when it does not parse).
+uint32_t AddressOrder(const std::string& ip) {
+  uint32_t out = 0;
+  int octets = 0;
+  uint32_t cur = 0;
+  bool digit = false;
+  for (char c : ip + ".") {
+    if (c >= '0' && c <= '9') {
+      cur = cur * 10 + static_cast<uint32_t>(c - '0');
+      digit = true;
+    } else if (c == '.' && digit && cur <= 255) {
+      out = (out << 8) | cur;
+      ++octets;
+      cur = 0;
+      digit = false;
+    } else {
+      return 0;
+    }
+  }
+  return octets == 4 ? out : 0;
+}
+
+/// Live nodes of `group` with an address, by address: a replacement keeps its predecessor's
+/// address, so replacing a node leaves slurm.conf as it was (no slurmctld restart).
 std::vector<const model::Node*> Members(const std::vector<model::Node>& nodes,
                                         const std::string& group) {
   std::vector<const model::Node*> out;
@@ -28,7 +51,9 @@ std::vector<const model::Node*> Members(const std::vector<model::Node>& nodes,
     }
   }
   std::sort(out.begin(), out.end(), [](const model::Node* a, const model::Node* b) {
-    if (a->launch_time != b->launch_time) return a->launch_time < b->launch_time;
+    const uint32_t x = AddressOrder(a->private_ip), y = AddressOrder(b->private_ip);
+    if (x != y) return x < y;
+    if (a->hostname != b->hostname) return a->hostname < b->hostname;
     return a->instance_id < b->instance_id;
   });
   return out;
@@ -41,7 +66,7 @@ struct SlurmNode {
   std::string partition;  ///< its group's partition besides `dev`; empty for login nodes
 };
 
-/// Login nodes first, then workers by group name, each group oldest first: stable output
+/// Login nodes first, then workers by group name, each group by address: stable output
 /// for the same cluster. Errors: InvalidArgument for a type missing from `catalog`.
 StatusOr<std::vector<SlurmNode>> SlurmNodes(const model::Cluster& cluster,
                                             const std::vector<model::Node>& nodes,

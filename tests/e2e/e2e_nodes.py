@@ -405,10 +405,13 @@ class NodesTest(NodeFixture):
 
 
 class KilledNodeTest(NodeFixture):
-    """A node whose nspawn is killed leaves nothing running, and its deletion leaves nothing."""
+    """A node whose nspawn is killed leaves nothing running, and its deletion leaves nothing.
+    NodeRecovery None: the dead node is reported (Failure), not replaced (e2e_chaos.py covers
+    Automatic)."""
 
     def test_killed_nspawn_leaves_nothing(self):
-        arn = self.create("killed", [("workers", "ml.c5.xlarge", 1)])["ClusterArn"]
+        arn = self.create("killed", [("workers", "ml.c5.xlarge", 1)],
+                          NodeRecovery="None")["ClusterArn"]
         self.assertEqual(self.wait_status("killed", ["InService", "Failed"])["ClusterStatus"],
                          "InService")
         iid = self.nodes("killed")[0]["InstanceId"]
@@ -430,6 +433,10 @@ class KilledNodeTest(NodeFixture):
         os.kill(nspawn, 9)
         wait_until(lambda: self.nodes("killed")[0]["InstanceStatus"]["Status"] == "Failure",
                    timeout=60, what="killed node reported")
+        self.assertEqual([n["InstanceId"] for n in self.nodes("killed")], [iid], "not replaced")
+        events = self.aws("sagemaker", "list-cluster-events", "--cluster-name", "killed")["Events"]
+        self.assertTrue(any("Dead on instance " + iid in e["Description"] and
+                            "NodeRecovery is None" in e["Description"] for e in events), events)
         wait_until(lambda: not node_pids(), timeout=30, what="the node's processes gone")
         self.aws("sagemaker", "delete-cluster", "--cluster-name", "killed")
         wait_until(lambda: "killed" not in self.cluster_names(), timeout=120,

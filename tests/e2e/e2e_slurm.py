@@ -36,8 +36,12 @@ def numpy_python():
                          "python3-numpy)")
 
 
-class SlurmFleetTest(NodeFixture):
-    """One cluster for the whole class: controller ml.c5.xlarge x1, workers ml.c5.4xlarge x2."""
+class SlurmClusterFixture(NodeFixture):
+    """One cluster for the whole class, from examples/cluster-spec.json (controller
+    ml.c5.xlarge x1, workers ml.c5.4xlarge x2) with the example lifecycle scripts. Subclasses
+    name it (cluster_name) and may add server flags (server_args)."""
+    cluster_name = NAME
+    server_args = ["--heartbeat-interval", "2"]
 
     @classmethod
     def setUpClass(cls):
@@ -46,7 +50,7 @@ class SlurmFleetTest(NodeFixture):
         if not image_built():
             raise unittest.SkipTest(f"no node image under {IMAGE_DIR} (run scripts/setup)")
         cls.server = Server(provider="local",
-                            extra_args=["--heartbeat-interval", "2", "--image-dir", IMAGE_DIR])
+                            extra_args=cls.server_args + ["--image-dir", IMAGE_DIR])
         shutil.copytree(os.path.join(REPO, "examples", "lifecycle"),
                         os.path.join(cls.server.data_dir, "s3", "lcs-bucket", "slurm"))
         cls.server.start()
@@ -55,11 +59,11 @@ class SlurmFleetTest(NodeFixture):
             spec = json.load(f)
         cls.groups = [(g["InstanceGroupName"], g["InstanceType"], g["InstanceCount"])
                       for g in spec["InstanceGroups"]]
-        arn = cls.create(NAME, cls.groups, prefix="slurm")["ClusterArn"]
+        arn = cls.create(cls.cluster_name, cls.groups, prefix="slurm")["ClusterArn"]
         cls.cluster_id = arn.rsplit("/", 1)[1]
-        c = cls.wait_status(NAME, ["InService", "Failed"], timeout=300)
+        c = cls.wait_status(cls.cluster_name, ["InService", "Failed"], timeout=300)
         if c["ClusterStatus"] != "InService":
-            raise AssertionError(f"cluster {NAME} is {c['ClusterStatus']}: "
+            raise AssertionError(f"cluster {cls.cluster_name} is {c['ClusterStatus']}: "
                                  f"{c.get('FailureMessage')}\n{cls.lifecycle_logs()}")
         cls.fsx = os.path.join(cls.server.data_dir, "local", "clusters", cls.cluster_id, "fsx")
 
@@ -79,12 +83,12 @@ class SlurmFleetTest(NodeFixture):
     def lifecycle_logs(cls):
         r = subprocess.run(
             [os.environ.get("HYPERFLEET_BIN", "build/bin/hyperfleet"), "logs", "tail",
-             f"/aws/sagemaker/Clusters/{NAME}/{cls.cluster_id}", "--endpoint-url",
+             f"/aws/sagemaker/Clusters/{cls.cluster_name}/{cls.cluster_id}", "--endpoint-url",
              cls.server.endpoint], env=cls.env, capture_output=True, text=True, timeout=60)
         return r.stdout[-6000:] + r.stderr[-2000:]
 
     def controller(self):
-        nodes = [n for n in self.nodes(NAME) if n["InstanceGroupName"] == "controller"]
+        nodes = [n for n in self.nodes(self.cluster_name) if n["InstanceGroupName"] == "controller"]
         self.assertEqual(len(nodes), 1, nodes)
         return nodes[0]["InstanceId"]
 
@@ -96,7 +100,7 @@ class SlurmFleetTest(NodeFixture):
         return r.stdout
 
     def worker_hostnames(self):
-        return sorted(d["PrivateDnsHostname"].split(".")[0] for d in self.node_details(NAME)
+        return sorted(d["PrivateDnsHostname"].split(".")[0] for d in self.node_details(self.cluster_name)
                       if d["InstanceGroupName"] == "workers"
                       and d["InstanceStatus"]["Status"] == "Running")
 
@@ -108,6 +112,35 @@ class SlurmFleetTest(NodeFixture):
             node, partition, state, cpus, memory = line.split("|")
             rows[(node, partition.rstrip("*"))] = (state, int(cpus), int(memory))
         return rows
+
+    def copy_training_job(self):
+        """Copies examples/training/{train.py,train.sbatch} to /fsx/train/ (the cluster's)."""
+        os.makedirs(os.path.join(self.fsx, "train"), exist_ok=True)
+        for f in ("train.py", "train.sbatch"):
+            shutil.copy(os.path.join(REPO, "examples", "training", f),
+                        os.path.join(self.fsx, "train", f))
+
+
+def reference_result(*train_args):
+    """result.json of the example training job run here, without Slurm, as two local ranks
+    (train.py arguments `train_args`): what any run with those arguments must reproduce."""
+    train = os.path.join(REPO, "examples", "training")
+    with tempfile.TemporaryDirectory() as run_dir:
+        python = numpy_python()
+        ranks = [subprocess.Popen([python, os.path.join(train, "train.py"),
+                                   "--rank", str(r), "--world-size", "2",
+                                   "--run-dir", run_dir, *train_args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for r in range(2)]
+        outputs = [p.communicate(timeout=300)[0] for p in ranks]
+        if [p.returncode for p in ranks] != [0, 0]:
+            raise AssertionError(f"local reference run failed: {outputs}")
+        with open(os.path.join(run_dir, "result.json")) as f:
+            return json.load(f)
+
+
+class SlurmFleetTest(SlurmClusterFixture):
+    """Slurm on the example cluster, tests in name order."""
 
     # -- tests (one cluster, in name order) ---------------------------------------------
 
@@ -142,10 +175,7 @@ class SlurmFleetTest(NodeFixture):
         self.assertEqual(state, "COMPLETED")
 
     def test_4_training_job_reaches_the_result_of_an_undisturbed_run(self):
-        train = os.path.join(REPO, "examples", "training")
-        os.makedirs(os.path.join(self.fsx, "train"), exist_ok=True)
-        for f in ("train.py", "train.sbatch"):
-            shutil.copy(os.path.join(train, f), os.path.join(self.fsx, "train", f))
+        self.copy_training_job()
         out = self.on_controller("sbatch --parsable --wait /fsx/train/train.sbatch")
         job = out.strip().split(";")[0]
         with open(os.path.join(self.fsx, "train", "hyperfleet-train", "result.json")) as f:
@@ -156,18 +186,7 @@ class SlurmFleetTest(NodeFixture):
         self.assertEqual(result["world_size"], 2)
         self.assertIn("PASS", output)
         # The same job run here, without Slurm, as two local ranks, reproduces the weights.
-        with tempfile.TemporaryDirectory() as run_dir:
-            python = numpy_python()
-            ranks = [subprocess.Popen([python, os.path.join(train, "train.py"),
-                                       "--rank", str(r), "--world-size", "2",
-                                       "--run-dir", run_dir],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                     for r in range(2)]
-            outputs = [p.communicate(timeout=120)[0] for p in ranks]
-            self.assertEqual([p.returncode for p in ranks], [0, 0], outputs)
-            with open(os.path.join(run_dir, "result.json")) as f:
-                reference = json.load(f)
-        self.assertEqual(result["weights_sha256"], reference["weights_sha256"])
+        self.assertEqual(result["weights_sha256"], reference_result()["weights_sha256"])
 
     def test_5_scaling_adds_and_removes_slurm_nodes(self):
         before = set(self.worker_hostnames())

@@ -302,6 +302,7 @@ class HealthMonitor {
   std::map<std::string, int> restarts_;  ///< unit → restarts since last found active
   std::vector<HealthFinding> command_findings_;  ///< of the last init/unit round
   std::optional<std::chrono::steady_clock::time_point> command_round_;
+  std::map<std::string, int> unit_pids_;  ///< unit -> MainPID seen active (node only)
   std::unique_ptr<Nvml> nvml_;
   int kmsg_fd_ = -1;
   bool kmsg_failed_ = false;

@@ -35,7 +35,7 @@ StatusOr<SlurmRoles> SlurmRolesOf(const model::Cluster& cluster,
                                   const nlohmann::json& provisioning_parameters);
 
 /// The whole slurm.conf for `cluster` with its `nodes` (nodes shutting down or without an
-/// address are left out). The controller's first node (by launch time) is SlurmctldHost;
+/// address are left out). The controller's first node (by address) is SlurmctldHost;
 /// login and worker nodes get NodeName lines with CPUs (vCPUs), RealMemory (MiB, the
 /// instance type's memory) and Gres=gpu:N for NVIDIA GPUs. Errors: FailedPrecondition when the
 /// controller has no node with an address yet; InvalidArgument for an instance type missing

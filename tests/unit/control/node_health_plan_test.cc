@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "hyperfleet/control/cluster_plan.h"
 
 namespace hf::control {
@@ -96,6 +97,14 @@ const model::Node* Replacement(const ClusterPlan& p, const std::string& of) {
 bool HasEvent(const ClusterPlan& p, const std::string& text) {
   return std::any_of(p.writes.events.begin(), p.writes.events.end(),
                      [&](const model::Event& e) { return e.description.find(text) != std::string::npos; });
+}
+
+/// The reason of the plan's "down" mark for `node` ("" when none).
+std::string DownReason(const ClusterPlan& p, const std::string& node) {
+  for (const auto& m : p.slurm_marks) {
+    if (m.node == node && m.action == "down") return m.reason;
+  }
+  return "";
 }
 
 bool HasMark(const ClusterPlan& p, const std::string& node, const std::string& action) {
@@ -270,11 +279,13 @@ TEST(NodeHealthPlan, AReplacementBootingKeepsTheNodeDownThenResumesIt) {
   f.obs(1).state = InstanceState::kFailed;
   auto p = f.plan(kT0 + seconds(1));
   const model::Node r0 = *Replacement(p, f.node(1).instance_id);
+  const std::string reason = DownReason(p, r0.hostname);
+  ASSERT_TRUE(absl::StartsWith(reason, "Hyperfleet: ")) << reason;
   // Next pass: the predecessor is gone; the replacement is pending without an agent.
   f.snap.nodes[1] = r0;
   f.snap.instances.erase(f.snap.instances.begin() + 1);
   f.slurm(1).state = "down";
-  f.slurm(1).reason = "Hyperfleet: replacing";
+  f.slurm(1).reason = reason;
   auto booting = f.plan(kT0 + seconds(2));
   EXPECT_FALSE(HasMark(booting, r0.hostname, "resume"));
   // Its agent registered (lifecycle scripts started): Slurm must take the node back now, or
@@ -282,6 +293,40 @@ TEST(NodeHealthPlan, AReplacementBootingKeepsTheNodeDownThenResumesIt) {
   f.snap.nodes[1].lifecycle_state = ls::kStarted;
   auto started = f.plan(kT0 + seconds(3));
   EXPECT_TRUE(HasMark(started, r0.hostname, "resume"));
+}
+
+TEST(NodeHealthPlan, ARecoveryThatOutrunsTheDownMarkStillTakesTheSlurmNodeDown) {
+  Fixture f;
+  f.obs(1).state = InstanceState::kFailed;
+  auto p = f.plan(kT0 + seconds(1));
+  model::Node r = *Replacement(p, f.node(1).instance_id);
+  const std::string reason = DownReason(p, r.hostname);
+  // The replacement's agent already runs, but Slurm never saw the node down: its job would
+  // wait for the dead node's tasks for ever.
+  f.snap.nodes[1] = r;
+  f.snap.nodes[1].lifecycle_state = ls::kStarted;
+  f.snap.instances.erase(f.snap.instances.begin() + 1);
+  f.slurm(1).state = "mixed";
+  auto q = f.plan(kT0 + seconds(2));
+  EXPECT_TRUE(HasMark(q, r.hostname, "down"));
+  EXPECT_FALSE(HasMark(q, r.hostname, "resume"));
+  // Once Slurm shows it down, the node is resumed.
+  f.slurm(1) = {r.hostname, "down", reason, kT0 + seconds(2)};
+  auto after = f.plan(kT0 + seconds(3));
+  EXPECT_TRUE(HasMark(after, r.hostname, "resume"));
+  const model::Node* written = Written(after, r.instance_id);
+  ASSERT_NE(written, nullptr);
+  EXPECT_FALSE(written->spec_extras.contains("SlurmDownPending"));
+}
+
+TEST(NodeHealthPlan, OnlyMarksThePlannerSetAreLifted) {
+  Fixture f;
+  // Someone else (a test, an operator) drains a healthy node with a look-alike reason.
+  f.slurm(1) = {f.node(1).hostname, "fail", "Hyperfleet: e2e test fault", kT0};
+  f.slurm(2) = {f.node(2).hostname, "drained", "maintenance", kT0};
+  auto p = f.plan(kT0 + seconds(1));
+  EXPECT_TRUE(p.slurm_marks.empty());
+  EXPECT_TRUE(p.writes.nodes.empty());
 }
 
 TEST(NodeHealthPlan, AFailedReplacementIsRetriedWithBackoff) {
