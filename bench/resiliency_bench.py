@@ -18,6 +18,7 @@ Usage: bench/resiliency_bench.py [--sizes 3,20] [--faults kill,freeze] [--repeat
                                  [--binary build/bin/hyperfleet]
 """
 import argparse
+import calendar
 import json
 import os
 import shutil
@@ -48,15 +49,10 @@ class Fleet:
         self.server.start()
         self.env = harness.aws_env(self.server.endpoint)
         self.name = f"resiliency-{workers}"
-        spec = harness.cluster_spec(self.name, [
-            {"InstanceGroupName": "controller", "InstanceType": "ml.c5.xlarge",
-             "InstanceCount": 1, "LifeCycleConfig": {"SourceS3Uri": "s3://bench/lcs/",
-                                                     "OnCreate": "on_create.sh"},
-             "ExecutionRole": "arn:aws:iam::123456789012:role/HyperPodRole"},
-            {"InstanceGroupName": "workers", "InstanceType": "ml.c5.xlarge",
-             "InstanceCount": workers, "LifeCycleConfig": {"SourceS3Uri": "s3://bench/lcs/",
-                                                          "OnCreate": "on_create.sh"},
-             "ExecutionRole": "arn:aws:iam::123456789012:role/HyperPodRole"}])
+        spec = harness.cluster_spec(self.name, [("controller", "ml.c5.xlarge", 1),
+                                                ("workers", "ml.c5.xlarge", workers)])
+        for g in spec["InstanceGroups"]:
+            g["LifeCycleConfig"]["SourceS3Uri"] = "s3://bench/lcs/"
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec, f)
         t0 = time.time()
@@ -103,11 +99,13 @@ class Fleet:
                            env=self.env, capture_output=True, text=True, timeout=60)
         return r.stdout
 
-    def hostnames(self):
-        """{instance id: hostname} of the workers (from the node files the API serves)."""
+    def hostnames(self, running_only=False):
+        """{instance id: hostname} of the workers (Running ones only, if asked)."""
         out = {}
         for n in self.nodes():
             if n["InstanceGroupName"] != "workers":
+                continue
+            if running_only and n["InstanceStatus"]["Status"] != "Running":
                 continue
             d = self.aws("sagemaker", "describe-cluster-node", "--cluster-name", self.name,
                          "--node-id", n["InstanceId"])["NodeDetails"]
@@ -178,38 +176,59 @@ class Fleet:
             self.server.cleanup()
 
 
+def event_times(fleet):
+    """[(epoch seconds, description)] of the cluster's latest 100 events."""
+    out = []
+    for e in fleet.aws("sagemaker", "list-cluster-events", "--cluster-name", fleet.name,
+                       "--sort-order", "Descending", "--max-results", "100")["Events"]:
+        t = e["EventTime"]
+        t = float(t) if isinstance(t, (int, float)) else \
+            __import__("datetime").datetime.fromisoformat(t).timestamp()
+        out.append((t, e.get("Description", "")))
+    return out
+
+
 def run_fault(fleet, workers, fault):
+    """Injects one fault; returns (detection, recovery, resume) latencies in seconds, from
+    the control plane's event times and Slurm's own job start time (no polling error)."""
     job = fleet.on_controller(
         f"sbatch --parsable --requeue -N {workers} -o /dev/null --wrap 'srun sleep 3600'").strip()
     harness.wait_until(lambda: fleet.job_state(job)[0] == "RUNNING", timeout=120, interval=0.5,
                        what=f"job {job} running")
     hosts = fleet.hostnames()
     iid = sorted(hosts)[len(hosts) // 2]
-    host = hosts[iid]
     t0 = time.time()
     fleet.inject(fault, iid)
     detected = harness.wait_until(lambda: fleet.detection_time(iid, t0), timeout=60,
                                   interval=0.2, what="detection")
-    recovered = resumed = None
-    deadline = time.time() + 180
-    while (recovered is None or resumed is None) and time.time() < deadline:
-        now = time.time()
-        if recovered is None:
-            new = [i for i, h in fleet.hostnames().items() if h == host and i != iid]
-            state = fleet.slurm_states().get(host, "")
-            if new and state.rstrip("*") in ("idle", "allocated", "mixed") and \
-                    not state.endswith("*"):
-                recovered = now
-        if resumed is None:
-            state, restarts = fleet.job_state(job)
-            if state == "RUNNING" and restarts >= 1:
-                resumed = now
-        time.sleep(0.2)
+
+    def replacement_running():
+        new = None
+        for t, d in event_times(fleet):
+            if d.startswith(f"Replacing instance {iid} with "):
+                new = d.split()[4]
+        if new is None:
+            return None
+        for t, d in event_times(fleet):
+            if d.startswith(f"Instance {new} is running in group"):
+                return t
+        return None
+    # The replacement's lifecycle scripts succeed once Slurm shows it idle (the example
+    # setup_slurmd.sh waits for that), so "is running" is when it is idle in Slurm.
+    recovered = harness.wait_until(replacement_running, timeout=180, interval=1,
+                                   what="the replacement running")
+
+    def restarted():
+        out = fleet.on_controller(f"scontrol show job {job} -o")
+        fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+        if fields.get("JobState") != "RUNNING" or int(fields.get("Restarts", "0")) < 1:
+            return None
+        return calendar.timegm(time.strptime(fields["StartTime"], "%Y-%m-%dT%H:%M:%S"))
+    resumed = harness.wait_until(restarted, timeout=180, interval=1, what="the job running again")
     fleet.on_controller(f"scancel {job}")
     harness.wait_until(lambda: all(s == "idle" for s in fleet.slurm_states().values()),
                        timeout=120, interval=0.5, what="every node idle again")
-    return (detected - t0, (recovered or float("nan")) - detected,
-            (resumed or float("nan")) - detected)
+    return detected - t0, recovered - detected, resumed - detected
 
 
 def main():
@@ -221,6 +240,8 @@ def main():
     a = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (real nodes)")
+    # Interrupted: still delete the cluster (nodes outlive the server otherwise).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ.setdefault("HYPERFLEET_BIN", os.path.abspath(a.binary))
     summary = []
     for size in [int(s) for s in a.sizes.split(",")]:
