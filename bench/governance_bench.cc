@@ -43,7 +43,8 @@ void Print(const Row& r) {
       "(+ %.3f s events)\n"
       "             cycle CPU p50 %.1f us  p99 %.1f us  max %.1f us  max pending %lld\n"
       "             fairness CV %.3f  lender reclaim latency p50 %.1f s p99 %.1f s (n=%zu)  "
-      "violations %lld\n",
+      "violations %lld\n"
+      "             preemptions: in-team %lld, reclaim %lld, fair-share %lld\n",
       r.name.c_str(), (long long)s.cycles, (long long)s.admissions, (long long)s.preemptions,
       (long long)s.never_fits, (long long)s.considered,
       s.engine_cpu_s > 0 ? s.decisions / s.engine_cpu_s : 0,
@@ -51,7 +52,8 @@ void Print(const Row& r) {
       Quantile(s.cycle_us, 0.5), Quantile(s.cycle_us, 0.99), Quantile(s.cycle_us, 1.0),
       (long long)s.max_pending, s.fairness_cv, Quantile(s.reclaim_latency_s, 0.5),
       Quantile(s.reclaim_latency_s, 0.99), s.reclaim_latency_s.size(),
-      (long long)s.violations);
+      (long long)s.violations, (long long)s.preemptions_by_reason[0],
+      (long long)s.preemptions_by_reason[1], (long long)s.preemptions_by_reason[2]);
   for (const auto& m : s.violation_messages) std::printf("             ! %s\n", m.c_str());
   std::fflush(stdout);
 }

@@ -116,6 +116,7 @@ void InvariantChecker::Submitted(const WorkloadSpec& s) {
   j.ts = s.submit_time_ms;
   jobs_[s.id] = j;
   ++teams_[s.team].pending;
+  pending_[{s.team, s.instance_type}].insert(s.id);
 }
 
 void InvariantChecker::Removed(uint64_t id) {
@@ -124,8 +125,10 @@ void InvariantChecker::Removed(uint64_t id) {
   if (it->second.state == 1) {
     Add(it->second.team, it->second.type, it->second.req, -1);
     ++changed_[""];
+  } else {
+    --teams_[it->second.team].pending;
   }
-  else --teams_[it->second.team].pending;
+  pending_[{it->second.team, it->second.type}].erase(id);
   jobs_.erase(it);
 }
 
@@ -364,6 +367,7 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
       }
       Add(v.team, v.type, v.req, -1);
       v.state = 0;
+      pending_[{v.team, v.type}].insert(p.victim);
       v.evicted_cycle = cycle_;
       ++teams_[v.team].pending;
       touched.insert({v.team, v.type});
@@ -374,6 +378,7 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
     Add(w.team, w.type, w.req, +1);
     ++changed_[""];
     w.state = 1;
+    pending_[{w.team, w.type}].erase(a.id);
     --teams_[w.team].pending;
     touched.insert({w.team, w.type});
     if (a.victims.empty()) admitted_now.push_back(a.id);
@@ -447,34 +452,36 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
                           ", sum of admitted ", u.a[r]));
   }
   if (!full) return;
-  // Ordering and lender reclaim over the pending jobs.
-  for (const auto& [id, j] : jobs_) {
-    if (j.state != 0 || j.evicted_cycle == cycle_) continue;
-    const Quota& q = teams_[j.team];
-    if (!q.exists || !q.active || !q.nominal.contains(j.type)) continue;
-    const Amount n = NominalOf(j.team, j.type), u = UsageOf(j.team, j.type);
-    bool fits = true;
-    for (int r = 0; r < kR; ++r)
-      if (j.req.a[r] > 0 && u.a[r] + j.req.a[r] > n.a[r]) fits = false;
-    if (fits)
-      Fail(absl::StrCat("job ", id, " of ", j.team, " fits the team's unused nominal quota "
-                        "but stays pending"));
+  // Lender reclaim: no pending job fits its team's unused nominal quota. Only queues whose
+  // team has unused nominal quota need a look.
+  for (const auto& [queue, ids] : pending_) {
+    if (ids.empty()) continue;
+    const auto& [team, type] = queue;
+    const Quota& q = teams_[team];
+    if (!q.exists || !q.active || !q.nominal.contains(type)) continue;
+    const Amount n = NominalOf(team, type), u = UsageOf(team, type);
+    bool room = false;
+    for (int r = 0; r < kR; ++r) room |= n.a[r] > u.a[r];
+    if (!room) continue;
+    for (uint64_t id : ids) {
+      const Job& j = jobs_.at(id);
+      if (j.state != 0 || j.evicted_cycle == cycle_) continue;
+      bool fits = true;
+      for (int r = 0; r < kR; ++r)
+        if (j.req.a[r] > 0 && u.a[r] + j.req.a[r] > n.a[r]) fits = false;
+      if (fits)
+        Fail(absl::StrCat("job ", id, " of ", team, " fits the team's unused nominal quota "
+                          "but stays pending"));
+    }
   }
-  if (admitted_now.empty()) return;
-  std::map<std::pair<std::string, std::string>, std::vector<uint64_t>> admitted_by_queue;
+  // Ordering: within a cycle without evictions on the type, free quota only shrinks, so
+  // an earlier job no larger than one admitted without preemption must have been admitted.
   for (uint64_t aid : admitted_now) {
     const Job& a = jobs_.at(aid);
-    // Within a cycle without evictions on the type, free quota only shrinks, so an
-    // earlier job no larger than an admitted one must have been admitted too.
-    if (a.state == 1 && !evicted_types.contains(a.type))
-      admitted_by_queue[{a.team, a.type}].push_back(aid);
-  }
-  for (const auto& [id, j] : jobs_) {
-    if (j.state != 0 || j.evicted_cycle == cycle_) continue;
-    auto q = admitted_by_queue.find({j.team, j.type});
-    if (q == admitted_by_queue.end()) continue;
-    for (uint64_t aid : q->second) {
-      const Job& a = jobs_.at(aid);
+    if (a.state != 1 || evicted_types.contains(a.type)) continue;
+    for (uint64_t id : pending_[{a.team, a.type}]) {
+      const Job& j = jobs_.at(id);
+      if (j.state != 0 || j.evicted_cycle == cycle_) continue;
       const bool ahead =
           j.prio > a.prio || (j.prio == a.prio && (j.ts < a.ts || (j.ts == a.ts && id < aid)));
       if (!ahead) continue;

@@ -405,6 +405,7 @@ SimReport Simulate(const Trace& tr, const SimOptions& opt) {
       std::string line = absl::StrCat(tick, " a ", a.id);
       for (const Preemption& p : a.victims) {
         ++rep.preemptions;
+        ++rep.preemptions_by_reason[static_cast<int>(p.reason)];
         absl::StrAppend(&line, " v", p.victim, ":", std::string(PreemptionReasonName(p.reason)));
         auto it = runs.find(p.victim);
         if (it != runs.end()) {

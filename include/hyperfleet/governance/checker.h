@@ -101,6 +101,8 @@ class InvariantChecker {
   SchedulerPolicy policy_;
   std::map<std::string, Quota> teams_;
   std::unordered_map<uint64_t, Job> jobs_;
+  // Jobs not admitted (pending or never-fit) by (team, type).
+  std::map<std::pair<std::string, std::string>, std::set<uint64_t>> pending_;
   // Who preempted whom by fair sharing, for the ping-pong check: preemptor id → (its
   // type's change count after its admission, victim ids).
   std::unordered_map<uint64_t, std::pair<int64_t, std::set<std::string>>> preempted_by_;

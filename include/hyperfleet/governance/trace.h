@@ -65,6 +65,7 @@ struct SimReport {
   int64_t cycles = 0;
   int64_t admissions = 0;
   int64_t preemptions = 0;
+  int64_t preemptions_by_reason[3] = {0, 0, 0};  ///< by PreemptionReason
   int64_t never_fits = 0;
   int64_t decisions = 0;             ///< admissions + preemptions + never-fit
   int64_t considered = 0;            ///< pending workloads examined by the engine
