@@ -90,6 +90,15 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
   }
   if (hooks_.publish_slurm_marks) hooks_.publish_slurm_marks(cluster_id, plan.slurm_marks);
   watch_liveness_ = plan.watch_liveness;
+  if (!plan.notice.empty()) {
+    // At most once a minute per cluster: the condition lasts for many passes.
+    auto& last = last_notice_[cluster_id];
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last > std::chrono::minutes(1)) {
+      spdlog::warn("cluster {}: {}", cluster_id, plan.notice);
+      last = now;
+    }
+  }
   // A pass over a large cluster allocates its whole snapshot; hand that memory back to the
   // system instead of keeping it as free heap for the server's lifetime.
   if (snap.nodes.size() >= 1000) malloc_trim(0);

@@ -368,8 +368,19 @@ std::string FailingChecks(const json& health, const char* severity) {
 }
 
 /// The fault of node `n`, if any. Pure function of the snapshot.
+/// When node `n`'s agent was last heard from, counting from its launch or last recovery,
+/// from the control plane's start and from its instance's boot.
+SystemTime LastHeard(const Work& w, const model::Node& n, const provider::InstanceObservation& o) {
+  SystemTime last = std::max({n.launch_time, n.recovered_at,
+                              w.snap.liveness_policy.listening_since, o.boot_time});
+  auto it = w.snap.liveness.find(n.instance_id);
+  if (it != w.snap.liveness.end()) last = std::max(last, it->second.last_heard);
+  return last;
+}
+
 std::optional<Finding> FindFault(const Work& w, const model::Node& n,
-                                 const provider::InstanceObservation* o) {
+                                 const provider::InstanceObservation* o,
+                                 bool silence_is_not_the_nodes) {
   const SystemTime since = std::max(n.launch_time, n.recovered_at);
   std::optional<Finding> found;
   if (w.snap.lifecycle_by_agent) {
@@ -381,9 +392,8 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
     }
     if (o->state != InstanceState::kRunning) return std::nullopt;  // rebooting by itself
     auto it = w.snap.liveness.find(n.instance_id);
-    SystemTime last = std::max({since, w.snap.liveness_policy.listening_since, o->boot_time});
-    if (it != w.snap.liveness.end()) last = std::max(last, it->second.last_heard);
-    if (w.now - last > w.snap.liveness_policy.unresponsive_after) {
+    const SystemTime last = LastHeard(w, n, *o);
+    if (w.now - last > w.snap.liveness_policy.unresponsive_after && !silence_is_not_the_nodes) {
       return Finding{"Unresponsive", "Replace",
                      absl::StrCat("No heartbeat from the node agent for ", Seconds(w.now - last),
                                   " s while the instance runs (hung)."),
@@ -450,6 +460,25 @@ void Detect(Work& w) {
     return;
   }
   const bool automatic = RecoveryMode(w.cluster) != "None";
+  // Many nodes falling silent at once points at the control plane or the network (a
+  // stalled host, a partition), not at that many hung nodes: then silence alone replaces
+  // nothing (Kubernetes' node lifecycle controller reasons the same way). Dead nodes and
+  // health reports are still acted on.
+  int running = 0, silent = 0;
+  for (const auto& n : w.nodes) {
+    if (n.status != is::kRunning || n.recovery.is_object()) continue;
+    auto it = by_id.find(n.instance_id);
+    if (it == by_id.end() || it->second->state != InstanceState::kRunning) continue;
+    ++running;
+    if (w.now - LastHeard(w, n, *it->second) > w.snap.liveness_policy.unresponsive_after) ++silent;
+  }
+  const bool mass_silence = silent >= 2 && 2 * silent > running;
+  if (mass_silence) {
+    w.plan.notice = absl::StrCat(silent, " of ", running, " running nodes have been silent for "
+                                 "more than ", Seconds(w.snap.liveness_policy.unresponsive_after),
+                                 " s: suspecting the control plane or the network, not the "
+                                 "nodes; none is replaced for silence");
+  }
   for (size_t i = 0; i < w.nodes.size(); ++i) {
     model::Node& n = w.nodes[i];
     if (!IsLive(n) || n.recovery.is_object()) continue;
@@ -490,7 +519,7 @@ void Detect(Work& w) {
       if (n.fault.value("Kind", "") == "ReplacementFailed") continue;
     }
     if (n.status != is::kRunning && !(n.status == is::kFailure && n.fault.is_object())) continue;
-    const std::optional<Finding> f = FindFault(w, n, o);
+    const std::optional<Finding> f = FindFault(w, n, o, mass_silence);
     if (!f) {
       if (n.fault.is_object()) {
         // A reported fault that went away by itself (NodeRecovery None).

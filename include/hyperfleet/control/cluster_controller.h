@@ -84,6 +84,8 @@ class ClusterController {
   std::set<std::string> queued_;
   bool stopping_ = false;
   bool watch_liveness_ = false;  ///< the last reconcile's ClusterPlan::watch_liveness
+  /// When each cluster's ClusterPlan::notice was last logged (worker thread only).
+  std::map<std::string, std::chrono::steady_clock::time_point> last_notice_;
   std::thread worker_;
 };
 

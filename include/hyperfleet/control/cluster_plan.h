@@ -75,6 +75,9 @@ struct ClusterPlan {
   /// True when the cluster has running nodes whose agents must be watched: the controller
   /// then looks again every second even when settled, to notice silence.
   bool watch_liveness = false;
+  /// Something the operator should know that is not a node event (e.g. many nodes silent
+  /// at once, so silence is not acted on); the controller logs it. Empty when none.
+  std::string notice;
   /// True when nothing is in flight: no instance is pending or shutting down and the
   /// cluster status is final for now (InService, Failed). The controller then only
   /// resyncs slowly.
