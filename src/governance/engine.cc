@@ -277,6 +277,15 @@ struct Engine::Impl {
       if (req[r] > 0 && x.usage[r] + req[r] > x.nominal[r]) return false;
     return true;
   }
+  // Whether team t still uses at least its nominal quota of f on every resource `req`
+  // needs after releasing `removed`.
+  bool StaysAtNominal(const Team& t, uint16_t f, const Resources& req,
+                      const Resources& removed) const {
+    const TeamFlavor& x = t.tf[f];
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && x.usage[r] - removed[r] < x.nominal[r]) return false;
+    return true;
+  }
   bool BorrowingOn(const Team& t, uint16_t f, const Resources& req) const {
     const TeamFlavor& x = t.tf[f];
     for (int r = 0; r < kNumResources; ++r)
@@ -574,6 +583,13 @@ struct Engine::Impl {
     PreemptionReason reason;
   };
 
+  // Workloads admitted in the running cycle are no in-team or fair-sharing victims in it
+  // (Kueue takes candidates from the snapshot at the cycle's start): otherwise a job that
+  // failed in one round would evict, in the next, one admitted in between, a restart from
+  // zero for nothing. Lender reclaim may still take them: it is never blocked by borrowers.
+  bool AdmittedThisCycle(uint32_t wi) const { return wls[wi].admit_seq > cycle_first_seq; }
+  int64_t cycle_first_seq = 0;  // admit_seq at the start of the running cycle
+
   // Candidate order (Kueue CandidatesOrdering): other teams first, lower priority first,
   // most recently admitted first, then id.
   bool CandidateBefore(uint32_t a, uint32_t b, uint32_t own) const {
@@ -605,7 +621,7 @@ struct Engine::Impl {
     std::vector<uint32_t> same;
     if (t.preempt == PreemptTeamTasks::kLowerPriority) {
       for (uint32_t ci : t.tf[f].admitted)
-        if (wls[ci].prio < w.prio) same.push_back(ci);
+        if (wls[ci].prio < w.prio && !AdmittedThisCycle(ci)) same.push_back(ci);
     }
     // Other teams' workloads are candidates only while their team borrows on a needed
     // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
@@ -669,11 +685,19 @@ struct Engine::Impl {
     // team, after admission, below the victim's team with the victim back. Stricter than
     // Kueue (whose greedy search and fill-back can leave a pair that would evict each other
     // back on the next cycle); it rules that ping-pong out.
+    Resources mine_delta = w.req;  // as in FairTargets: the request or all it frees
+    {
+      Resources freed{};
+      for (size_t i = 0; i < chosen.size(); ++i)
+        if (keep[i] && reasons[i] == PreemptionReason::kFairSharing)
+          for (int r = 0; r < kNumResources; ++r) freed[r] += wls[chosen[i]].req[r];
+      for (int r = 0; r < kNumResources; ++r) mine_delta[r] = std::max(w.req[r], freed[r]);
+    }
     for (size_t i = 0; i < chosen.size(); ++i) {
       if (!keep[i] || reasons[i] != PreemptionReason::kFairSharing) continue;
       const Wl& c = wls[chosen[i]];
       AddUsage(c.team, c.flavor, c.req, +1);
-      const bool ok = ShareOf(t, f, w.req) < ShareOf(teams[c.team], -1, Resources{});
+      const bool ok = ShareOf(t, f, mine_delta) < ShareOf(teams[c.team], -1, Resources{});
       AddUsage(c.team, c.flavor, c.req, -1);
       if (!ok) {
         for (size_t k = 0; k < chosen.size(); ++k)
@@ -724,6 +748,7 @@ struct Engine::Impl {
       targets.push_back(std::move(tg));
     }
     Resources own_removed{};
+    Resources fair_freed{};  // Σ requests of the fair-sharing victims taken so far
     auto share_of = [&](uint32_t ui) {
       if (ui != ti) return ShareOf(teams[ui], -1, Resources{});
       Resources d = w.req;
@@ -762,10 +787,26 @@ struct Engine::Impl {
           continue;
         }
         // The preemptor's share counts its own would-be victims as still running: fill-back
-        // may keep them, and the comparison must hold for the final state.
-        Resources mine_delta = w.req;
-        for (int r = 0; r < kNumResources; ++r) mine_delta[r] += own_removed[r];
+        // may keep them, and the comparison must hold for the final state. It also counts
+        // everything its fair-sharing victims free, not only its request: a victim larger
+        // than the preemptor leaves quota over, which the preemptor's team may fill at once
+        // with other jobs. Counted on the request alone (Kueue), the two teams then trade
+        // places and evict each other back every cycle (seen on the generated traces); with
+        // the whole freed amount Kueue's no-ping-pong argument covers that refill too.
+        Resources mine_delta;
+        for (int r = 0; r < kNumResources; ++r)
+          mine_delta[r] = own_removed[r] + std::max(w.req[r], fair_freed[r] + wls[ci].req[r]);
         const Share mine = ShareOf(t, f, mine_delta);
+        // Nor may it have been admitted in this cycle (see AdmittedThisCycle).
+        // A fair-sharing victim may not push its team below nominal on a needed resource:
+        // the team could then reclaim unconditionally (lender reclaim) from the preemptor,
+        // which borrows, and the three steps (fair-share eviction, reclaim, the team's own
+        // higher-priority job taking the quota back in-team) repeat every cycle. Such a
+        // candidate is passed over; a smaller one of the same team may still qualify.
+        if (AdmittedThisCycle(ci) || !StaysAtNominal(teams[tg.team], f, w.req, wls[ci].req)) {
+          ++tg.next;
+          continue;
+        }
         bool ok;
         if (strategy == 1) {
           const Wl& c = wls[ci];
@@ -781,6 +822,7 @@ struct Engine::Impl {
         }
         ++tg.next;
         if (strategy == 2) tg.s2_used = true;
+        for (int r = 0; r < kNumResources; ++r) fair_freed[r] += wls[ci].req[r];
         take(ci, PreemptionReason::kFairSharing);
       }
     }
@@ -830,6 +872,7 @@ struct Engine::Impl {
   static constexpr int kMaxRounds = 64;
   CycleResult RunCycle(int64_t /*now_ms*/) {
     ++cycle;
+    cycle_first_seq = admit_seq;
     CycleResult res;
     for (int round = 0; round < kMaxRounds; ++round) {
       const int64_t before = evictions;

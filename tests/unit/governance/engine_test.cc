@@ -433,17 +433,18 @@ TEST(KueueFairSharing, CannotPreemptWhenItWouldSwitchTheImbalance) {
   g.Apply();
   g.Running(1, "a", "", 2);
   g.Running(2, "b", "", 2);
-  g.Running(3, "b", "", 3);  // b borrows 3 of the lender's 4
+  g.Running(3, "b", "", 2);
+  g.Running(7, "b", "", 1);  // b borrows 3 of the lender's 4
   g.Running(4, "a", "", 1);  // a borrows 1
-  // a asks for 3 more: after admission a would borrow 4 > b's 3 − 3 = 0: no preemption.
+  // a asks for 3 more: after admission a would borrow 4 > b's 3 − 1 = 2 (and ≥ b's 3).
   g.Submit(5, "a", "", 3);
   auto o = g.Cycle();
   EXPECT_TRUE(o.admitted.empty());
-  // a asks for 1: a would borrow 2 < b's 3: b's borrowed job goes.
+  // a asks for 1: a would borrow 2 ≤ b's 3 − 1 = 2: b's newest borrowed job goes.
   g.Submit(6, "a", "", 1);
   o = g.Cycle();
   EXPECT_EQ(o.admitted, vector<uint64_t>{6});
-  EXPECT_EQ(o.victims, (Victims{{3, kFair}}));
+  EXPECT_EQ(o.victims, (Victims{{7, kFair}}));
 }
 
 TEST(KueueFairSharing, HigherWeightMayPreemptMore) {
@@ -455,14 +456,51 @@ TEST(KueueFairSharing, HigherWeightMayPreemptMore) {
   g.Apply();
   g.Running(1, "heavy", "", 2);
   g.Running(2, "light", "", 2);
-  g.Running(3, "light", "", 2);  // light borrows 2: share 2/1
+  g.Running(3, "light", "", 1);
+  g.Running(7, "light", "", 1);  // light borrows 2: share 2/1
   g.Running(4, "heavy", "", 4);  // heavy borrows 4: share 4/3
   g.Submit(5, "heavy", "", 2);   // heavy would borrow 6: share 2 — not below light's 2
   auto o = g.Cycle();
   EXPECT_TRUE(o.admitted.empty());
-  g.Submit(6, "heavy", "", 1);   // heavy 5/3 < light 2: light's borrower goes
+  g.Submit(6, "heavy", "", 1);   // heavy 5/3 < light 2 (LessThanInitialShare)
   o = g.Cycle();
-  EXPECT_EQ(o.victims, (Victims{{3, kFair}}));
+  EXPECT_EQ(o.victims, (Victims{{7, kFair}}));
+}
+
+// Deviation from Kueue (docs/governance.md): the preemptor's share counts everything its
+// fair-sharing victims free. Here b's only borrowed job frees 3 for a request of 1; a's team
+// could fill all 3 and borrow 4 > b's 3, after which b would take it back: no preemption.
+TEST(KueueFairSharing, VictimLargerThanTheRequestCountsWhatItFrees) {
+  Gov g(true);
+  g.Team("a", 2).fair_share_weight = 1;
+  g.Team("b", 2).fair_share_weight = 1;
+  g.Team("lender", 4).strategy = SharingStrategy::kLend;
+  for (auto& [n, q] : g.quotas) q.borrow_limit_percent = 500;
+  g.Apply();
+  g.Running(1, "a", "", 2);
+  g.Running(2, "b", "", 2);
+  g.Running(3, "b", "", 3);  // b borrows 3 of the lender's 4
+  g.Running(4, "a", "", 1);  // a borrows 1
+  g.Submit(6, "a", "", 1);
+  const auto o = g.Cycle();
+  EXPECT_TRUE(o.admitted.empty());
+  EXPECT_TRUE(o.victims.empty());
+}
+
+// A fair-sharing victim never leaves its team below nominal: the team would reclaim at once.
+TEST(KueueFairSharing, VictimTeamStaysAtNominal) {
+  Gov g(true);
+  g.Team("a", 2).fair_share_weight = 10;
+  g.Team("b", 4).fair_share_weight = 1;
+  g.Team("lender", 2).strategy = SharingStrategy::kLend;
+  for (auto& [n, q] : g.quotas) q.borrow_limit_percent = 500;
+  g.Apply();
+  g.Running(1, "a", "", 2);
+  g.Running(2, "b", "", 5);  // b borrows 1 with one job of 5
+  g.Running(3, "a", "", 1);  // a borrows 1; the cohort (8) is full
+  g.Submit(4, "a", "", 1);   // a's share 2/10 < b's 1: but b would drop to 0 of its 4
+  const auto o = g.Cycle();
+  EXPECT_TRUE(o.admitted.empty());
 }
 
 // ---- Quota arithmetic and validation.
