@@ -271,6 +271,9 @@ StatusOr<Registration> ParseRegistration(std::string_view body) {
     r.group = j.value("group", "");
     r.instance_id = j.value("instance_id", "");
     r.heartbeat_seconds = j.value("heartbeat_seconds", 10);
+    if (j.contains("expected_gpus") && j["expected_gpus"].is_number_unsigned()) {
+      r.expected_gpus = j["expected_gpus"].get<unsigned>();
+    }
     r.files_revision = j.value("files_revision", int64_t{0});
     if (j.contains("files")) {
       HF_ASSIGN_OR_RETURN(r.files, ParseNodeFiles(j["files"].dump()));
@@ -1236,6 +1239,7 @@ Status Agent::Run() {
   if (options_.health_checks) {
     HealthMonitorOptions health_options;
     health_options.root = options_.root;
+    health_options.expected_gpus = registration.expected_gpus;
     health_options.clock = clock_;
     health_options.stop = &stop_;
     health = std::make_unique<HealthMonitor>(std::move(health_options));

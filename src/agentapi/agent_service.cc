@@ -431,14 +431,22 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
                                                           : spdlog::level::info,
               "node {} ({} in {}) registered", caller.node.instance_id, caller.node.group,
               caller.cluster.name);
-  return Json(200, json{{"cluster_id", caller.cluster.id},
-                        {"cluster_name", caller.cluster.name},
-                        {"group", caller.node.group},
-                        {"instance_id", caller.node.instance_id},
-                        {"heartbeat_seconds", options_.heartbeat_seconds},
-                        {"files_revision", files->revision},
-                        {"files", files->files},
-                        {"lifecycle", lifecycle}});
+  json out{{"cluster_id", caller.cluster.id},
+           {"cluster_name", caller.cluster.name},
+           {"group", caller.node.group},
+           {"instance_id", caller.node.instance_id},
+           {"instance_type", caller.node.instance_type},
+           {"heartbeat_seconds", options_.heartbeat_seconds},
+           {"files_revision", files->revision},
+           {"files", files->files},
+           {"lifecycle", lifecycle}};
+  // The GPUs the instance type has, for the agent's GPU count check (a node with fewer is
+  // rebooted, as HyperPod does).
+  if (const auto* spec = model::InstanceCatalog::Embedded().find(caller.node.instance_type);
+      spec != nullptr && spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu) {
+    out["expected_gpus"] = spec->accelerator_count;
+  }
+  return Json(200, out);
 }
 
 Status AgentService::markWaiting(const Caller& caller, const std::string& reason) {

@@ -137,6 +137,8 @@ struct LifecycleSpec {
 struct Registration {
   std::string cluster_id, cluster_name, group, instance_id;
   int heartbeat_seconds = 10;
+  /// NVIDIA GPUs the instance type has (the control plane's catalog); absent for others.
+  std::optional<unsigned> expected_gpus;
   int64_t files_revision = 0;  ///< absent in the response: 0
   std::vector<NodeFile> files;
   LifecycleSpec lifecycle;

@@ -1029,7 +1029,10 @@ class LocalProvider::Impl {
     if (auto nspawn = local::ReadPidFile(dir + "/nspawn.pid");
         nspawn && local::ProcessMatches(*nspawn, {"systemd-nspawn", dir + "/merged"})) {
       for (int init : local::ChildPids(*nspawn)) kill(init, SIGKILL);
-      if (!local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); }, 10s)) {
+      // A faulty node goes at once; a frozen nspawn (SIGSTOP, a frozen cgroup) would never
+      // notice its init died, and only SIGKILL ends a stopped process.
+      if (rec->stop_now ||
+          !local::WaitFor([&] { return !local::ProcessMatches(*nspawn, {"systemd-nspawn"}); }, 10s)) {
         kill(*nspawn, SIGKILL);
       }
     }

@@ -127,6 +127,8 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   json body = json::parse(r.body);
   EXPECT_EQ(body["cluster_name"], "demo");
   EXPECT_EQ(body["group"], "workers");
+  EXPECT_EQ(body["instance_type"], "ml.c5.xlarge");
+  EXPECT_FALSE(body.contains("expected_gpus"));  // no GPUs in an ml.c5.xlarge
   // A Slurm cluster (provisioning_parameters.json names a controller group): the worker's
   // scripts wait for the controller's (covered in WorkersWaitForTheController...).
   json lifecycle = body["lifecycle"];
