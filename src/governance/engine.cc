@@ -732,6 +732,10 @@ struct Engine::Impl {
       std::vector<uint32_t> cands;  // in CandidatesOrdering, consumed from the front
       size_t next = 0;
       bool s2_used = false;
+      bool loaded = true;  // cands filled (other teams' are filled when first picked)
+      size_t size(const Engine::Impl& m, uint16_t fl) const {
+        return loaded ? cands.size() : m.teams[team].tf[fl].admitted.size();
+      }
     };
     std::vector<Target> targets;
     auto order = [&](std::vector<uint32_t>& v) {
@@ -742,10 +746,15 @@ struct Engine::Impl {
       order(same);
       targets.push_back({ti, same});
     }
+    // A borrowing preemptor can only take from teams whose share now is at least its own
+    // with the request alone: both strategies compare with the target's share, which only
+    // falls as victims go, against the preemptor's, which only rises. Candidates are copied
+    // and sorted only when their team is picked (tier M: ~1,000 teams per search).
+    const Share mine_floor = ShareOf(t, f, w.req);
     for (uint32_t ui : other_teams) {
-      Target tg{ui, teams[ui].tf[f].admitted};
-      order(tg.cands);
-      targets.push_back(std::move(tg));
+      if (!within_nominal && ShareOf(teams[ui], -1, Resources{}) < mine_floor) continue;
+      targets.push_back({ui, {}});
+      targets.back().loaded = false;
     }
     Resources own_removed{};
     Resources fair_freed{};  // Σ requests of the fair-sharing victims taken so far
@@ -764,7 +773,7 @@ struct Engine::Impl {
         Share best_share;
         for (size_t i = 0; i < targets.size(); ++i) {
           Target& tg = targets[i];
-          if (dropped[i] || tg.next >= tg.cands.size()) continue;
+          if (dropped[i] || tg.next >= tg.size(*this, f)) continue;
           if (tg.team != ti && !BorrowingOn(teams[tg.team], f, w.req)) continue;
           const Share s = share_of(tg.team);
           if (best < 0 || best_share < s) {
@@ -774,6 +783,11 @@ struct Engine::Impl {
         }
         if (best < 0) break;
         Target& tg = targets[best];
+        if (!tg.loaded) {
+          tg.cands = teams[tg.team].tf[f].admitted;
+          order(tg.cands);
+          tg.loaded = true;
+        }
         const uint32_t ci = tg.cands[tg.next];
         if (tg.team == ti) {
           ++tg.next;
@@ -803,8 +817,13 @@ struct Engine::Impl {
         // which borrows, and the three steps (fair-share eviction, reclaim, the team's own
         // higher-priority job taking the quota back in-team) repeat every cycle. Such a
         // candidate is passed over; a smaller one of the same team may still qualify.
-        if (AdmittedThisCycle(ci) || !StaysAtNominal(teams[tg.team], f, w.req, wls[ci].req)) {
-          ++tg.next;
+        auto passed_over = [&](uint32_t c) {
+          return AdmittedThisCycle(c) || !StaysAtNominal(teams[tg.team], f, w.req, wls[c].req);
+        };
+        if (passed_over(ci)) {
+          // Skip them all here: one rescan of the targets per skipped candidate was the
+          // quadratic hot spot at tier M.
+          while (tg.next < tg.cands.size() && passed_over(tg.cands[tg.next])) ++tg.next;
           continue;
         }
         bool ok;
