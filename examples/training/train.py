@@ -59,6 +59,9 @@ def parse_args(argv):
                    help="seconds to wait for the other ranks at any one point")
     p.add_argument("--stop-after-step", type=int, default=None,
                    help="exit 75 once this step is done and checkpointed (tests)")
+    p.add_argument("--min-step-seconds", type=float, default=0.0,
+                   help="make each step last at least this long (tests that need a job still "
+                        "running on a fast machine); the result does not change")
     a = p.parse_args(argv)
     if not 0 <= a.rank < a.world_size:
         p.error(f"rank {a.rank} is not in [0, {a.world_size})")
@@ -310,7 +313,10 @@ def run(a):
         print(f"training: {a.world_size} ranks, {a.steps} steps of {a.batch_size} samples, "
               f"run dir {a.run_dir}", flush=True)
     while st["step"] < a.steps:
+        step_started = time.monotonic()
         loss = train_step(a, st, x, y, attempt_dir)
+        if a.min_step_seconds > 0:
+            time.sleep(max(0.0, a.min_step_seconds - (time.monotonic() - step_started)))
         step = st["step"]
         stop = step == a.stop_after_step
         if a.rank == 0:

@@ -22,6 +22,7 @@
 
 #include "hyperfleet/agent/health.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -829,18 +830,19 @@ json ParseSinfoNodes(std::string_view text) {
   std::set<std::string> seen;
   std::istringstream lines{std::string(text)};
   for (std::string line; std::getline(lines, line);) {
-    // node|state|time|reason: the reason comes last and may itself contain '|'.
+    // node|state|time|cpus|reason: the reason comes last and may itself contain '|'.
     std::vector<std::string> f;
     size_t start = 0;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 4; ++k) {
       const size_t bar = line.find('|', start);
       if (bar == std::string::npos) break;
       f.push_back(line.substr(start, bar - start));
       start = bar + 1;
     }
-    if (f.size() != 3) continue;
+    if (f.size() != 4) continue;
     f.push_back(line.substr(start));
-    for (auto& field : f) absl::StripAsciiWhitespace(&field);
+    // The reason stays exactly as set: "Action:Replace " is not "Action:Replace".
+    for (size_t k = 0; k + 1 < f.size(); ++k) absl::StripAsciiWhitespace(&f[k]);
     if (f[0].empty() || f[1].empty()) continue;
     std::string name = f[0];
     if (!seen.insert(name).second) continue;
@@ -852,10 +854,15 @@ json ParseSinfoNodes(std::string_view text) {
       const time_t t = mktime(&tm);  // sinfo prints the node's local time
       if (t > 0) reason_time = static_cast<double>(t);
     }
-    std::string reason = f[3];
+    // CPUs allocated/idle/other/total: a node set to fail while part of it runs jobs may
+    // still read "fail" (22.05), so allocated CPUs tell whether jobs remain.
+    int alloc_cpus = 0;
+    (void)absl::SimpleAtoi(f[3].substr(0, f[3].find('/')), &alloc_cpus);
+    std::string reason = f[4];
     if (reason == "none" || reason == "None") reason.clear();
     out.push_back({{"name", name},
                    {"state", absl::AsciiStrToLower(f[1])},
+                   {"alloc_cpus", alloc_cpus},
                    {"reason", reason},
                    {"reason_time", reason_time}});
   }
@@ -1088,7 +1095,7 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
   const bool on_node = options_.root == "/";
   std::function<std::optional<std::string>()> query = options_.query_slurm_nodes;
   if (!query && on_node) {
-    query = [this] { return CaptureNodeShell("sinfo -N -h -o '%N|%T|%H|%E'", *clock_); };
+    query = [this] { return CaptureNodeShell("sinfo -N -h -o '%N|%T|%H|%C|%E'", *clock_); };
   }
   std::function<bool(const std::string&)> run = options_.run_slurm_commands;
   if (!run && on_node) run = [this](const std::string& script) { return RunNodeShell(script, *clock_); };

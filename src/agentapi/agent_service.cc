@@ -53,6 +53,9 @@ StatusOr<std::vector<model::SlurmNodeState>> ParseSlurmNodes(const json& list) {
     n.name = e["name"].get<std::string>();
     n.state = e["state"].get<std::string>();
     n.reason = e.value("reason", std::string());
+    if (e.contains("alloc_cpus") && e["alloc_cpus"].is_number_integer()) {
+      n.alloc_cpus = e["alloc_cpus"].get<int>();
+    }
     const double t = e.value("reason_time", 0.0);
     if (t > 0) n.reason_time = FromEpochSeconds(t);
     out.push_back(std::move(n));

@@ -1,6 +1,7 @@
 #include "hyperfleet/control/cluster_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <optional>
 #include <map>
@@ -204,10 +205,21 @@ void Recover(Work& w) {
   for (size_t i = 0; i < count; ++i) {
     if (!w.nodes[i].recovery.is_object() || !IsLive(w.nodes[i])) continue;
     const model::Node n = w.nodes[i];
-    const std::string action = n.recovery.value("Action", "");
+    std::string action = n.recovery.value("Action", "");
     const std::string reason = n.recovery.value("Reason", "");
     auto it = by_id.find(n.instance_id);
     const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
+    if (action == "Replace" && !w.snap.controller_group.empty() &&
+        n.group == w.snap.controller_group) {
+      // As on HyperPod: a controller keeps its disk (slurmctld's state, accounting).
+      action = "Reboot";
+      w.nodes[i].recovery["Action"] = "Reboot";
+      w.dirty[i] = true;
+      w.event("Instance", "Info",
+              absl::StrCat("Instance ", n.instance_id, " runs the Slurm controller: it is "
+                           "rebooted instead of replaced"),
+              n.group, n.instance_id);
+    }
     if (action == "Replace") {
       model::Node r;
       r.cluster_id = n.cluster_id;
@@ -262,6 +274,10 @@ void Recover(Work& w) {
       // A soft reboot needs a running system to ask; a power cycle does not.
       if (!hard && o->state != InstanceState::kRunning) continue;  // once it runs
       (hard ? w.plan.hard_reboots : w.plan.reboots).push_back(n.instance_id);
+      // The boot it must leave: boot times are only as exact as the kernel's boot second,
+      // so "later than the request" alone misses a reboot that takes under a second.
+      w.nodes[i].recovery["BootTimeBefore"] =
+          o->state == InstanceState::kRunning ? ToEpochSeconds(o->boot_time) : 0.0;
       w.nodes[i].recovery["Started"] = true;
       w.nodes[i].recovery["RequestedAt"] = ToEpochSeconds(w.now);
       w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
@@ -277,7 +293,12 @@ void Recover(Work& w) {
               json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Reboot"}}}});
       continue;
     }
-    if (o && o->state == InstanceState::kRunning && o->boot_time > FromEpochSeconds(requested)) {
+    const bool new_boot =
+        o && o->state == InstanceState::kRunning &&
+        (o->boot_time > FromEpochSeconds(requested) ||
+         (n.recovery.contains("BootTimeBefore") && o->boot_time != SystemTime{} &&
+          std::abs(ToEpochSeconds(o->boot_time) - n.recovery.value("BootTimeBefore", 0.0)) > 0.005));
+    if (new_boot) {
       w.nodes[i].recovery = json();
       w.setStatus(i, is::kRunning);
       w.dirty[i] = true;
@@ -418,8 +439,10 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
   // once the node's jobs have ended (fail, not failing) or at once (down).
   if (const SlurmNodeState* s = SlurmNode(w, n.hostname)) {
     const std::string base = BaseState(s->state);
+    // "fail" with CPUs still allocated is failing in all but name (22.05 shows a partly busy
+    // node so): its jobs have not ended yet.
     if ((s->reason == kActionReplace || s->reason == kActionReboot) &&
-        (base == "fail" || base == "down") && s->reason_time > since) {
+        (base == "down" || (base == "fail" && s->alloc_cpus == 0)) && s->reason_time > since) {
       const bool replace = s->reason == kActionReplace;
       if (replace || !found || found->action != "Replace") {
         found = Finding{"Requested", replace ? "Replace" : "Reboot",
@@ -484,7 +507,8 @@ void Detect(Work& w) {
     if (!IsLive(n) || n.recovery.is_object()) continue;
     auto it = by_id.find(n.instance_id);
     const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
-    if (n.status == is::kFailure) {
+    const bool reported = n.fault.is_object() && n.fault.value("Kind", "") != "ReplacementFailed";
+    if (n.status == is::kFailure && !reported) {
       // Retry a replacement whose lifecycle scripts failed (not under Continuous provisioning,
       // where Scale() replaces failed instances itself).
       if (!n.spec_extras.contains(kReplacementOf) || w.cluster.continuous()) continue;

@@ -74,8 +74,11 @@ class ChaosTest(SlurmClusterFixture):
         """Submits the training job into run directory /fsx/train/<run>; returns its job id
         once its first checkpoint is written."""
         self.copy_training_job()
+        # At least STEPS x 30 ms (36 s): the fault (a freeze is found after 10 s) must land
+        # while the job runs even on a fast, quiet machine.
         out = self.on_controller(f"RUN_DIR=/fsx/train/{run} sbatch --parsable "
-                                 f"/fsx/train/train.sbatch --steps {STEPS}")
+                                 f"/fsx/train/train.sbatch --steps {STEPS} "
+                                 f"--min-step-seconds 0.03")
         job = out.strip().split(";")[0]
         checkpoint = os.path.join(self.fsx, "train", run, "checkpoint", "checkpoint.npz")
         wait_until(lambda: os.path.exists(checkpoint), timeout=180, interval=0.2,

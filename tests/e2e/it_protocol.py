@@ -200,7 +200,8 @@ class ProtocolTest(unittest.TestCase):
         msg = self.assertError(self.send("NoSuchOperation"), 400, "UnknownOperationException")
         self.assertIn("NoSuchOperation", msg)
         # An operation of the model that Hyperfleet does not implement.
-        msg = self.assertError(self.send("ListComputeQuotas"), 400, "UnknownOperationException")
+        msg = self.assertError(self.send("UpdateClusterSoftware", {"ClusterName": "proto-x"}),
+                               400, "UnknownOperationException")
         self.assertIn("Hyperfleet does not implement", msg)
 
     def test_missing_or_foreign_target(self):

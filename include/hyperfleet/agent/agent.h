@@ -70,7 +70,7 @@ struct AgentOptions {
   /// agent's duty), marking removed nodes DOWN first; under any other root it does nothing.
   std::function<bool(SlurmReload)> reload_slurm;
   /// On the Slurm controller node (its files carry slurm.conf), once its lifecycle scripts
-  /// ran: returns `sinfo -N -h -o '%N|%T|%H|%E'` output for the heartbeat's "slurm_nodes",
+  /// ran: returns `sinfo -N -h -o '%N|%T|%H|%C|%E'` output for the heartbeat's "slurm_nodes",
   /// or nullopt when Slurm does not answer. Empty: with root "/" the agent runs sinfo;
   /// under any other root nothing is reported.
   std::function<std::optional<std::string>()> query_slurm_nodes;
@@ -83,10 +83,11 @@ struct AgentOptions {
   bool health_checks = true;
 };
 
-/// Parses `sinfo -N -h -o '%N|%T|%H|%E'` output (node, long state, reason time in the
-/// node's local time or "Unknown"/"None", reason) into the heartbeat's "slurm_nodes":
-/// [{"name", "state", "reason", "reason_time" epoch seconds, 0 when none}]. Lines that do
-/// not parse are skipped; a node listed twice (in two partitions) appears once.
+/// Parses `sinfo -N -h -o '%N|%T|%H|%C|%E'` output (node, long state, reason time in the
+/// node's local time or "Unknown"/"None", CPUs "alloc/idle/other/total", reason exactly as
+/// set) into the heartbeat's "slurm_nodes": [{"name", "state", "alloc_cpus", "reason",
+/// "reason_time" epoch seconds, 0 when none}]. Lines that do not parse are skipped; a node
+/// listed twice (in two partitions) appears once.
 nlohmann::json ParseSinfoNodes(std::string_view text);
 
 /// The scontrol commands (one per line, for a root shell) that carry out the control

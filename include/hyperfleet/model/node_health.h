@@ -25,7 +25,8 @@ struct NodeLiveness {
 struct SlurmNodeState {
   std::string name;        ///< NodeName (the node's hostname, ip-a-b-c-d)
   std::string state;       ///< sinfo's long state, lower case: idle, alloc, down*, fail, ...
-  std::string reason;      ///< Reason, empty when none
+  int alloc_cpus = 0;      ///< CPUs allocated to jobs (0: no job runs there)
+  std::string reason;      ///< Reason, empty when none (exactly as set)
   SystemTime reason_time{};  ///< when the reason was set (second resolution); zero if none
 };
 

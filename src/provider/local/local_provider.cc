@@ -485,6 +485,18 @@ class LocalProvider::Impl {
     if (!LinkExists(c.bridge)) {
       HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", c.bridge, "type", "bridge"}));
     }
+    // A bridge without an address of its own takes its lowest port's: adding or removing a
+    // node then changes the MAC behind the host address, every node's ARP entry goes stale
+    // and heartbeats stop for 10-30 s, long enough to look hung. A fixed, locally
+    // administered address (from the bridge's name) never changes.
+    auto assign = local::ReadFile("/sys/class/net/" + c.bridge + "/addr_assign_type");
+    if (!assign.ok() || absl::StripAsciiWhitespace(*assign) != "3") {
+      const std::string h = local::Sha256Hex(c.bridge);
+      const std::string mac = absl::StrCat("02:", h.substr(0, 2), ":", h.substr(2, 2), ":",
+                                           h.substr(4, 2), ":", h.substr(6, 2), ":",
+                                           h.substr(8, 2));
+      HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", "dev", c.bridge, "address", mac}));
+    }
     HF_ASSIGN_OR_RETURN(auto shown, Run({"ip", "-4", "-o", "addr", "show", "dev", c.bridge}));
     if (shown.output.find(" " + c.host_ip + "/") == std::string::npos) {
       HF_RETURN_IF_ERROR(RunOk({"ip", "addr", "add", absl::StrCat(c.host_ip, "/", kSubnetBits),

@@ -118,6 +118,41 @@ class AgentTest : public ::testing::Test {
   std::future<Status> done_;
 };
 
+TEST(SlurmNodeView, ParsesSinfoKeepingReasonsExactlyAndOneLinePerNode) {
+  const json nodes = ParseSinfoNodes(
+      "ip-10-1-0-3|idle|Unknown|0/16/0/16|none\n"
+      "ip-10-1-0-3|idle|Unknown|0/16/0/16|none\n"  // the same node in a second partition
+      "ip-10-1-0-4|FAIL|2026-11-30T10:00:00|4/12/0/16|Action:Replace \n"
+      "ip-10-1-0-5|down*|2026-11-30T10:00:01|0/0/16/16|Hyperfleet: a|b\n"
+      "garbage\n");
+  ASSERT_EQ(nodes.size(), 3u) << nodes.dump();
+  EXPECT_EQ(nodes[0]["reason"], "");
+  EXPECT_EQ(nodes[0]["reason_time"], 0.0);
+  EXPECT_EQ(nodes[1]["state"], "fail");
+  EXPECT_EQ(nodes[1]["alloc_cpus"], 4);
+  EXPECT_EQ(nodes[1]["reason"], "Action:Replace ");  // not the exact request: not acted on
+  EXPECT_GT(nodes[1]["reason_time"].get<double>(), 0.0);
+  EXPECT_EQ(nodes[2]["reason"], "Hyperfleet: a|b");
+}
+
+TEST(SlurmNodeView, MarkCommandsApplyOnlyWhatIsStillNeeded) {
+  const json nodes = ParseSinfoNodes(
+      "ip-a|idle|Unknown|0/4/0/4|none\n"
+      "ip-b|down|2026-11-30T10:00:00|0/0/4/4|Hyperfleet: replacing\n"
+      "ip-c|down|2026-11-30T10:00:00|0/0/4/4|someone else's\n"
+      "ip-d|fail|2026-11-30T10:00:00|0/0/4/4|Action:Replace\n");
+  const json marks = json::array({
+      {{"node", "ip-a"}, {"action", "down"}, {"reason", "Hyperfleet: it's dead"}},
+      {{"node", "ip-b"}, {"action", "resume"}, {"reason", "Hyperfleet: replacing"}},
+      {{"node", "ip-c"}, {"action", "resume"}, {"reason", "Hyperfleet: replacing"}},
+      {{"node", "ip-d"}, {"action", "down"}, {"reason", "Hyperfleet: x"}},
+      {{"node", "ip-zz"}, {"action", "down"}, {"reason", "Hyperfleet: unknown node"}},
+      {{"node", "ip-a; reboot"}, {"action", "down"}, {"reason", "Hyperfleet: bad name"}}});
+  EXPECT_EQ(SlurmMarkCommands(marks, nodes),
+            "scontrol update nodename=ip-a state=down reason='Hyperfleet: it'\\''s dead'\n"
+            "scontrol update nodename=ip-b state=resume\n");
+}
+
 TEST_F(AgentTest, SuccessWritesFilesDownloadsBundleRunsScriptAndStreamsOutput) {
   cp_.registration["files"] = json::array({
       {{"path", "/opt/ml/config/resource_config.json"}, {"mode", 0600}, {"content", "{\"a\":1}"}},

@@ -70,7 +70,7 @@ struct Fixture {
       o.boot_time = n.launch_time;
       snap.instances.push_back(o);
       snap.liveness[n.instance_id].last_heard = kT0;
-      if (k > 0) snap.slurm_nodes->push_back({n.hostname, "idle", "", {}});
+      if (k > 0) snap.slurm_nodes->push_back({n.hostname, "idle", 0, "", {}});
       snap.nodes.push_back(n);
     }
   }
@@ -249,7 +249,7 @@ TEST(NodeHealthPlan, NodeRecoveryNoneReportsOnceAndRecoversNothing) {
   EXPECT_TRUE(HasMark(again, f.node(1).hostname, "down"));
   // The soft fault clears: healthy again, and Slurm gets the node back.
   f.snap.liveness[f.node(2).instance_id].health["verdict"] = "ok";
-  f.slurm(2) = {f.node(2).hostname, "down", "Hyperfleet: Health check: slurmd: down", kT0};
+  f.slurm(2) = {f.node(2).hostname, "down", 0, "Hyperfleet: Health check: slurmd: down", kT0};
   auto healed = f.plan(kT0 + seconds(3));
   const model::Node* back = Written(healed, f.node(2).instance_id);
   ASSERT_NE(back, nullptr);
@@ -260,21 +260,25 @@ TEST(NodeHealthPlan, NodeRecoveryNoneReportsOnceAndRecoversNothing) {
 
 TEST(NodeHealthPlan, SlurmActionMarksActOnFailAndDownButNotWhileFailing) {
   Fixture f;
-  f.slurm(1) = {f.node(1).hostname, "failing", "Action:Replace", kT0};
+  f.slurm(1) = {f.node(1).hostname, "failing", 0, "Action:Replace", kT0};
   EXPECT_TRUE(f.plan(kT0 + seconds(1)).writes.nodes.empty());  // jobs still run
+  // A partly busy node may read "fail" while jobs still run there.
   f.slurm(1).state = "fail";
+  f.slurm(1).alloc_cpus = 1;
+  EXPECT_TRUE(f.plan(kT0 + seconds(2)).writes.nodes.empty());
+  f.slurm(1).alloc_cpus = 0;
   auto p = f.plan(kT0 + seconds(2));
   ASSERT_NE(Replacement(p, f.node(1).instance_id), nullptr);
   EXPECT_TRUE(p.kills.empty());  // a requested replacement shuts down cleanly
   EXPECT_EQ(p.terminations, std::vector<std::string>{f.node(1).instance_id});
   // Action:Reboot with state=down reboots at once.
-  f.slurm(2) = {f.node(2).hostname, "down", "Action:Reboot", kT0};
+  f.slurm(2) = {f.node(2).hostname, "down", 0, "Action:Reboot", kT0};
   auto r = f.plan(kT0 + seconds(3));
   EXPECT_EQ(r.reboots, std::vector<std::string>{f.node(2).instance_id});
   // Reasons are exact and case-sensitive.
   Fixture g;
-  g.slurm(1) = {g.node(1).hostname, "down", "action:replace", kT0};
-  g.slurm(2) = {g.node(2).hostname, "down", "Action:Replace please", kT0};
+  g.slurm(1) = {g.node(1).hostname, "down", 0, "action:replace", kT0};
+  g.slurm(2) = {g.node(2).hostname, "down", 0, "Action:Replace please", kT0};
   auto none = g.plan(kT0 + seconds(1));
   EXPECT_EQ(Replacement(none, g.node(1).instance_id), nullptr);
   EXPECT_EQ(Replacement(none, g.node(2).instance_id), nullptr);
@@ -284,7 +288,7 @@ TEST(NodeHealthPlan, AnActionMarkOlderThanTheInstanceIsLiftedNotActedOn) {
   Fixture f;
   // The replacement runs; Slurm still shows the user's mark from before it was launched.
   f.node(1).launch_time = kT0;
-  f.slurm(1) = {f.node(1).hostname, "fail", "Action:Replace", kT0 - seconds(5)};
+  f.slurm(1) = {f.node(1).hostname, "fail", 0, "Action:Replace", kT0 - seconds(5)};
   auto p = f.plan(kT0 + seconds(10));
   EXPECT_TRUE(p.writes.nodes.empty());
   EXPECT_TRUE(HasMark(p, f.node(1).hostname, "resume"));
@@ -327,7 +331,7 @@ TEST(NodeHealthPlan, ARecoveryThatOutrunsTheDownMarkStillTakesTheSlurmNodeDown) 
   EXPECT_TRUE(HasMark(q, r.hostname, "down"));
   EXPECT_FALSE(HasMark(q, r.hostname, "resume"));
   // Once Slurm shows it down, the node is resumed.
-  f.slurm(1) = {r.hostname, "down", reason, kT0 + seconds(2)};
+  f.slurm(1) = {r.hostname, "down", 0, reason, kT0 + seconds(2)};
   auto after = f.plan(kT0 + seconds(3));
   EXPECT_TRUE(HasMark(after, r.hostname, "resume"));
   const model::Node* written = Written(after, r.instance_id);
@@ -338,11 +342,55 @@ TEST(NodeHealthPlan, ARecoveryThatOutrunsTheDownMarkStillTakesTheSlurmNodeDown) 
 TEST(NodeHealthPlan, OnlyMarksThePlannerSetAreLifted) {
   Fixture f;
   // Someone else (a test, an operator) drains a healthy node with a look-alike reason.
-  f.slurm(1) = {f.node(1).hostname, "fail", "Hyperfleet: e2e test fault", kT0};
-  f.slurm(2) = {f.node(2).hostname, "drained", "maintenance", kT0};
+  f.slurm(1) = {f.node(1).hostname, "fail", 0, "Hyperfleet: e2e test fault", kT0};
+  f.slurm(2) = {f.node(2).hostname, "drained", 0, "maintenance", kT0};
   auto p = f.plan(kT0 + seconds(1));
   EXPECT_TRUE(p.slurm_marks.empty());
   EXPECT_TRUE(p.writes.nodes.empty());
+}
+
+TEST(NodeHealthPlan, AReplaceOfTheControllerIsARebootInstead) {
+  Fixture f;
+  f.node(0).recovery = {{"Action", "Replace"}, {"Reason", "BatchReplaceClusterNodes"},
+                        {"RequestedAt", ToEpochSeconds(kT0)}};
+  auto p = f.plan(kT0 + seconds(1));
+  EXPECT_EQ(Replacement(p, f.node(0).instance_id), nullptr);
+  EXPECT_EQ(p.reboots, std::vector<std::string>{f.node(0).instance_id});
+  EXPECT_TRUE(HasEvent(p, "rebooted instead of replaced"));
+}
+
+TEST(NodeHealthPlan, ARebootWithinTheSameSecondIsSeenByItsNewBootTime) {
+  Fixture f;
+  f.node(2).recovery = {{"Action", "Reboot"}, {"RequestedAt", ToEpochSeconds(kT0)}};
+  auto p = f.plan(kT0);
+  const model::Node* started = Written(p, f.node(2).instance_id);
+  ASSERT_NE(started, nullptr);
+  f.node(2) = *started;
+  // Boot times come from the kernel's whole-second boot time: the new boot may read as
+  // earlier than the request, but it differs from the boot before.
+  f.obs(2).boot_time = kT0 - std::chrono::milliseconds(300);
+  auto q = f.plan(kT0 + seconds(2));
+  const model::Node* done = Written(q, f.node(2).instance_id);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->status, is::kRunning);
+  EXPECT_TRUE(done->recovery.is_null());
+  EXPECT_TRUE(q.hard_reboots.empty());
+}
+
+TEST(NodeHealthPlan, NodeRecoveryNoneAHungNodeThatWakesUpIsRunningAgain) {
+  Fixture f("None");
+  f.snap.liveness[f.node(2).instance_id].last_heard = kT0 - seconds(12);
+  auto p = f.plan(kT0);
+  const model::Node* hung = Written(p, f.node(2).instance_id);
+  ASSERT_NE(hung, nullptr);
+  EXPECT_EQ(hung->status, is::kFailure);
+  f.node(2) = *hung;
+  f.snap.liveness[f.node(2).instance_id].last_heard = kT0 + seconds(1);
+  auto q = f.plan(kT0 + seconds(2));
+  const model::Node* back = Written(q, f.node(2).instance_id);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->status, is::kRunning);
+  EXPECT_TRUE(back->fault.is_null());
 }
 
 TEST(NodeHealthPlan, AFailedReplacementIsRetriedWithBackoff) {
