@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "request_time.h"
 
 namespace hf::api {
 namespace {
@@ -24,21 +25,6 @@ std::string Str(const Json& in, const char* key) {
   return it != in.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-/// Request timestamps: epoch seconds (what clients send) or ISO 8601.
-std::optional<SystemTime> Timestamp(const Json& in, const char* key) {
-  auto it = in.find(key);
-  if (it == in.end()) return std::nullopt;
-  if (it->is_number()) return FromEpochSeconds(it->get<double>());
-  if (it->is_string()) {
-    absl::Time t;
-    std::string err;
-    const std::string s = it->get<std::string>();
-    if (absl::ParseTime(absl::RFC3339_full, absl::string_view(s.data(), s.size()), &t, &err)) {
-      return absl::ToChronoTime(t);
-    }
-  }
-  return std::nullopt;
-}
 
 int Limit(const Json& in, const char* key, int fallback) {
   auto it = in.find(key);
@@ -370,8 +356,8 @@ StatusOr<nlohmann::json> ClusterOperations::describeCluster(const Json& in) {
 
 StatusOr<nlohmann::json> ClusterOperations::listClusters(const Json& in) {
   store::ClusterQuery q;
-  q.created_after = Timestamp(in, "CreationTimeAfter");
-  q.created_before = Timestamp(in, "CreationTimeBefore");
+  q.created_after = RequestTimestamp(in, "CreationTimeAfter");
+  q.created_before = RequestTimestamp(in, "CreationTimeBefore");
   q.name_contains = Str(in, "NameContains");
   q.sort_by = SortByFrom(in);
   q.descending = Descending(in);
@@ -590,8 +576,8 @@ nlohmann::json ClusterOperations::nodeDetails(const model::Node& n) const {
 StatusOr<nlohmann::json> ClusterOperations::listClusterNodes(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto c, store_.cluster(Str(in, "ClusterName")));
   store::NodeQuery q;
-  q.created_after = Timestamp(in, "CreationTimeAfter");
-  q.created_before = Timestamp(in, "CreationTimeBefore");
+  q.created_after = RequestTimestamp(in, "CreationTimeAfter");
+  q.created_before = RequestTimestamp(in, "CreationTimeBefore");
   q.group_contains = Str(in, "InstanceGroupNameContains");
   q.sort_by = SortByFrom(in);
   q.descending = Descending(in);
@@ -854,8 +840,8 @@ nlohmann::json ClusterOperations::eventSummary(const model::Cluster& c, const mo
 StatusOr<nlohmann::json> ClusterOperations::listClusterEvents(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto c, store_.cluster(Str(in, "ClusterName")));
   store::EventQuery q;
-  q.after = Timestamp(in, "EventTimeAfter");
-  q.before = Timestamp(in, "EventTimeBefore");
+  q.after = RequestTimestamp(in, "EventTimeAfter");
+  q.before = RequestTimestamp(in, "EventTimeBefore");
   q.group = Str(in, "InstanceGroupName");
   q.instance_id = Str(in, "NodeId");
   q.resource_type = Str(in, "ResourceType");

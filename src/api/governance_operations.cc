@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "hyperfleet/api/errors.h"
 #include "hyperfleet/model/instance_catalog.h"
+#include "request_time.h"
 
 namespace hf::api {
 namespace {
@@ -36,19 +37,6 @@ std::string Str(const Json& in, const char* key) {
 /// The JSON text of a value as a validation message shows it (strings without quotes).
 std::string Shown(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-/// Request timestamps: epoch seconds (what clients send) or ISO 8601.
-std::optional<SystemTime> Timestamp(const Json& in, const char* key) {
-  auto it = in.find(key);
-  if (it == in.end()) return std::nullopt;
-  if (it->is_number()) return FromEpochSeconds(it->get<double>());
-  if (it->is_string()) {
-    absl::Time t;
-    std::string err;
-    const std::string s = it->get<std::string>();
-    if (absl::ParseTime(absl::RFC3339_full, s, &t, &err)) return absl::ToChronoTime(t);
-  }
-  return std::nullopt;
-}
 
 /// The display word of a kind in messages and events.
 std::string Noun(const std::string& k) {
@@ -725,7 +713,8 @@ StatusOr<Json> GovernanceOperations::list(const std::string& k, const Json& in) 
     cluster_id = c->id;
   }
   HF_ASSIGN_OR_RETURN(auto all, store_.schedulerResources(k, cluster_id));
-  const auto after = Timestamp(in, "CreatedAfter"), before = Timestamp(in, "CreatedBefore");
+  const auto after = RequestTimestamp(in, "CreatedAfter");
+  const auto before = RequestTimestamp(in, "CreatedBefore");
   const std::string name_contains = Str(in, "NameContains"), status = Str(in, "Status");
   const std::string sort_by = in.value("SortBy", "CreationTime");
   const bool descending = in.value("SortOrder", "Descending") == "Descending";
