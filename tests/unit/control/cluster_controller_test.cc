@@ -9,6 +9,7 @@
 #include "fakes/fake_clock.h"
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/control/cluster_plan.h"
+#include "plan_fixtures.h"
 #include "hyperfleet/provider/fake_provider.h"
 
 namespace hf::control {
@@ -19,16 +20,7 @@ using std::chrono::milliseconds;
 namespace cs = model::cluster_status;
 namespace is = model::instance_status;
 
-model::InstanceGroup Group(const std::string& name, int count) {
-  model::InstanceGroup g;
-  g.name = name;
-  g.instance_type = "ml.c5.xlarge";
-  g.target_count = count;
-  g.spec = {{"InstanceGroupName", name}, {"InstanceType", "ml.c5.xlarge"},
-            {"InstanceCount", count},
-            {"LifeCycleConfig", {{"SourceS3Uri", "s3://b/p/"}, {"OnCreate", "on_create.sh"}}}};
-  return g;
-}
+using plan_test::Group;
 
 class ControllerTest : public ::testing::Test {
  protected:

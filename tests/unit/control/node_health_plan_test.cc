@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "hyperfleet/control/cluster_plan.h"
+#include "plan_fixtures.h"
 
 namespace hf::control {
 namespace {
@@ -21,16 +22,7 @@ using provider::InstanceState;
 
 const SystemTime kT0 = FromEpochSeconds(1'800'000'000);
 
-model::InstanceGroup Group(const std::string& name, int count) {
-  model::InstanceGroup g;
-  g.name = name;
-  g.instance_type = "ml.c5.xlarge";
-  g.target_count = count;
-  g.spec = {{"InstanceGroupName", name}, {"InstanceType", "ml.c5.xlarge"},
-            {"InstanceCount", count},
-            {"LifeCycleConfig", {{"SourceS3Uri", "s3://b/p/"}, {"OnCreate", "on_create.sh"}}}};
-  return g;
-}
+using plan_test::Group;
 
 /// An InService cluster "ctl" ×1 + "workers" ×2 of Running nodes whose agents were heard at
 /// kT0, observed running since kT0 - 1 h; the Slurm controller view lists every node idle.
