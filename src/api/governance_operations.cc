@@ -483,28 +483,26 @@ Json DescribeOf(const model::SchedulerResource& r) {
 
 }  // namespace
 
-StatusOr<Json> GovernanceOperations::describeClusterSchedulerConfig(const Json& in) {
-  const std::string id = Str(in, "ClusterSchedulerConfigId");
-  if (in.contains("ClusterSchedulerConfigVersion")) {
-    auto r = store_.schedulerResourceVersion(kind::kSchedulerConfig, id,
-                                             in["ClusterSchedulerConfigVersion"].get<int>());
+StatusOr<Json> GovernanceOperations::describe(const std::string& k, const Json& in,
+                                               const char* id_member,
+                                               const char* version_member) {
+  const std::string id = Str(in, id_member);
+  if (in.contains(version_member)) {
+    auto r = store_.schedulerResourceVersion(k, id, in[version_member].get<int>());
     if (!r.ok()) return r.status();
     return DescribeOf(*r);
   }
-  HF_ASSIGN_OR_RETURN(auto r, find(kind::kSchedulerConfig, id));
+  HF_ASSIGN_OR_RETURN(auto r, find(k, id));
   return DescribeOf(r);
 }
 
+StatusOr<Json> GovernanceOperations::describeClusterSchedulerConfig(const Json& in) {
+  return describe(kind::kSchedulerConfig, in, "ClusterSchedulerConfigId",
+                  "ClusterSchedulerConfigVersion");
+}
+
 StatusOr<Json> GovernanceOperations::describeComputeQuota(const Json& in) {
-  const std::string id = Str(in, "ComputeQuotaId");
-  if (in.contains("ComputeQuotaVersion")) {
-    auto r = store_.schedulerResourceVersion(kind::kComputeQuota, id,
-                                             in["ComputeQuotaVersion"].get<int>());
-    if (!r.ok()) return r.status();
-    return DescribeOf(*r);
-  }
-  HF_ASSIGN_OR_RETURN(auto r, find(kind::kComputeQuota, id));
-  return DescribeOf(r);
+  return describe(kind::kComputeQuota, in, "ComputeQuotaId", "ComputeQuotaVersion");
 }
 
 // ---- update ---------------------------------------------------------------------------------

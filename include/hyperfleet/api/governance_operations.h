@@ -82,6 +82,10 @@ class GovernanceOperations final : public OperationSet {
   StatusOr<Json> remove(const std::string& kind, const std::string& id);
   StatusOr<Json> list(const std::string& kind, const Json& in);
   StatusOr<model::SchedulerResource> find(const std::string& kind, const std::string& id);
+  /// Describe of either kind: the version named by `version_member` when given, else the
+  /// current one. Errors: ResourceNotFound.
+  StatusOr<Json> describe(const std::string& kind, const Json& in, const char* id_member,
+                          const char* version_member);
   /// The Warn event reporting quota that exceeds what cluster `c` has, per instance type,
   /// counting the Enabled quotas of `quotas`; null when nothing exceeds.
   std::optional<model::Event> excessEvent(const model::Cluster& c,
