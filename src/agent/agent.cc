@@ -1,4 +1,5 @@
 #include "hyperfleet/agent/agent.h"
+#include "hyperfleet/agent/stale_steps.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -1112,6 +1113,13 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
   HeartbeatHelpers helpers(
       interval, health, std::move(query), std::move(run), std::move(reload),
       [this] { return slurm_controller_.load() && lifecycle_done_.load(); }, *clock_);
+  // Step daemons left waiting for a failed node's message (stale_steps.h).
+  std::optional<StaleStepReaper> reaper;
+  if (on_node) {
+    reaper.emplace("/proc", interval, std::chrono::seconds(2),
+                   [this] { return CaptureNodeShell("squeue -h -t all -o '%i|%T'", *clock_); },
+                   *clock_);
+  }
   // After applying new files, confirm them at once (once in a row: never a busy loop).
   bool report_now = false;
   bool reported_early = false;
