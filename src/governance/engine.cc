@@ -133,39 +133,55 @@ constexpr uint8_t kNoClass = 255;
 
 enum class WlState : uint8_t { kFree, kPending, kAdmitted, kNeverFit };
 
-// Last reason a pending workload was skipped (for Explain).
+// Last outcome of a pending equivalence class (for Explain).
 enum class Skip : uint8_t { kNone, kNoQuota, kNeedsBorrow, kNoCandidates, kInactive };
 
-// One workload. Kept small: the benchmark's budget is ≤ 300 bytes per pending workload,
-// queue node and id index included.
+// One workload. Kept small (the benchmark's budget is ≤ 300 bytes per pending workload,
+// queue node and id index included): the request is an interned shape, the team, type and
+// class are small ids.
 struct Wl {
   uint64_t id = 0;
   int64_t ts = 0;
   int64_t admit_seq = 0;      // order of admission (most recent is preempted first)
-  Resources req{};
   uint32_t team = 0;
+  uint32_t shape = 0;         // index in Impl::shapes (the request)
   uint32_t pos = kNone;       // index in the team-flavor admitted / never-fit vector
-  int64_t evicted_cycle = -1; // cycle in which it was last evicted
+  int32_t evicted_cycle = -1; // cycle in which it was last evicted
+  int32_t queued_cycle = 0;   // cycle count when it (re)entered the queue (Explain)
   int32_t prio = 0;
   uint16_t flavor = 0;
   uint8_t cls = kNoClass;
   WlState state = WlState::kFree;
-  Skip skip = Skip::kNone;
-  bool considered = false;
 };
 
-// Queue order inside a team: higher priority, then earlier submission, then id.
-struct QKey {
-  int32_t neg_prio;
-  int64_t ts;
-  uint64_t id;
-  uint32_t idx;
-  bool operator<(const QKey& o) const {
-    if (neg_prio != o.neg_prio) return neg_prio < o.neg_prio;
-    if (ts != o.ts) return ts < o.ts;
-    return id < o.id;
+// Queue order within an equivalence class: earlier submission, then id. The set holds
+// workload indices; the comparator reads the (immutable while queued) keys.
+struct QCmp {
+  const std::vector<Wl>* wls;
+  bool operator()(uint32_t a, uint32_t b) const {
+    const Wl& x = (*wls)[a];
+    const Wl& y = (*wls)[b];
+    if (x.ts != y.ts) return x.ts < y.ts;
+    return x.id < y.id;
   }
 };
+using Queue = std::set<uint32_t, QCmp>;
+
+// The pending workloads of one team and type with the same priority class and request:
+// they are interchangeable for every admission and preemption decision (Kueue's
+// equivalence hashing), so when the first fails the others are not tried in that pass.
+struct Bucket {
+  uint8_t cls = kNoClass;
+  int32_t prio = 0;
+  uint32_t shape = 0;
+  Queue q;
+  Skip skip = Skip::kNone;   // last outcome of its head
+  bool fresh = false;        // holds workloads submitted since the last cycle
+  Bucket(const std::vector<Wl>* wls) : q(QCmp{wls}) {}
+};
+
+constexpr int kClassSlots = 11;  // 10 classes + "no class"
+inline int ClassSlot(uint8_t cls) { return cls == kNoClass ? 10 : cls; }
 
 // A team's state for one flavor.
 struct TeamFlavor {
@@ -176,33 +192,21 @@ struct TeamFlavor {
   Resources borrow_limit{}; // effective
   Resources local{};        // the part of nominal that is never lent (DontLend: all)
   Resources usage{};
-  std::set<QKey> pending;
+  std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
+  int64_t npending = 0;
   std::vector<uint32_t> admitted;
   std::vector<uint32_t> never_fit;
-  std::vector<uint32_t> fresh;  // submitted since the last cycle (validated lazily)
-  uint64_t scanned_gen = 0;     // cohort generation at the last full scan
-};
-
-struct Team {
-  std::string name;
-  TeamQuota quota;
-  bool exists = false;          // quota present (not deleted)
-  bool active = false;
-  int weight = 0;
-  PreemptTeamTasks preempt = PreemptTeamTasks::kLowerPriority;
-  Resources borrowed{};         // Σ over flavors of max(0, usage − nominal)
-  uint64_t version = 0;         // bumped on every usage change (fair-share keys)
-  std::vector<TeamFlavor> tf;
-};
-
-struct Flavor {
-  InstanceTypeCapacity cap;
-  Resources per_instance{};
-  Resources capacity{};
-  Resources cohort_nominal{};  // IdleResourceSharing: unallocated capacity
-  Resources subtree{};         // lendable quota of the cohort
-  Resources usage{};           // Σ max(0, team usage − team local)
-  uint64_t gen = 1;            // bumped when quota is released or configuration changes
+  std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
+  // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
+  Resources min_req{};      // componentwise minimum request
+  int32_t max_prio = 0;
+  bool summary_dirty = true;
+  bool listed = false;      // in its flavor's `queued` list
+  bool has_fresh = false;   // in Impl::fresh_tfs
+  bool force = false;       // scan whole at the next round (configuration changed)
+  bool in_borrowers = false;  // in its flavor's `borrowers` set
+  bool needs_compact = false;  // holds an empty bucket (Impl::compact_tfs)
+  int64_t stream_round = -1;  // last round that made a stream of it
 };
 
 // Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
@@ -223,6 +227,43 @@ struct Share {
   bool operator==(const Share& o) const { return Cmp(*this, o) == 0; }
 };
 
+// Borrowing teams of one flavor ordered by descending share, then ascending team index.
+struct ShareKey {
+  Share share;
+  uint32_t team;
+  bool operator<(const ShareKey& o) const {
+    const int c = Share::Cmp(share, o.share);
+    if (c != 0) return c > 0;
+    return team < o.team;
+  }
+};
+
+struct Team {
+  std::string name;
+  TeamQuota quota;
+  bool exists = false;          // quota present (not deleted)
+  bool active = false;
+  int weight = 0;
+  PreemptTeamTasks preempt = PreemptTeamTasks::kLowerPriority;
+  Resources borrowed{};         // Σ over flavors of max(0, usage − nominal)
+  uint64_t version = 0;         // bumped on every usage change (fair-share keys)
+  Share share;                  // ShareOf(team) for the current usage (the borrower sets)
+  std::vector<TeamFlavor> tf;
+};
+
+struct Flavor {
+  InstanceTypeCapacity cap;
+  Resources per_instance{};
+  Resources capacity{};
+  Resources cohort_nominal{};  // IdleResourceSharing: unallocated capacity
+  Resources subtree{};         // lendable quota of the cohort
+  Resources usage{};           // Σ max(0, team usage − team local)
+  uint64_t gen = 1;            // bumped when quota is released or configuration changes
+  uint64_t scanned_gen = 0;    // gen at the last round that looked at its queues
+  std::vector<uint32_t> queued;  // teams with pending workloads of this type (lazily pruned)
+  std::set<ShareKey> borrowers;  // teams above nominal on some resource, by share
+};
+
 int64_t Sat0(int64_t v) { return v < 0 ? 0 : v; }
 
 }  // namespace
@@ -239,7 +280,11 @@ struct Engine::Impl {
   absl::flat_hash_map<std::string, uint8_t> class_index;
   std::vector<int> class_weight;
   std::vector<std::pair<uint32_t, uint16_t>> fresh_tfs;  // team-flavors with fresh entries
+  // Interned requests: workloads of one shape share one Resources.
+  std::vector<Resources> shapes;
+  absl::flat_hash_map<std::array<int64_t, kNumResources>, uint32_t> shape_index;
   int64_t cycle = 0;
+  int64_t round_seq = 0;
   int64_t admit_seq = 0;
   int64_t pending_count = 0;
   int64_t admitted_count = 0;
@@ -307,6 +352,37 @@ struct Engine::Impl {
       x.usage[r] = new_u;
     }
     ++t.version;
+    UpdateBorrower(ti);
+  }
+
+  const Resources& ReqOf(const Wl& w) const { return shapes[w.shape]; }
+
+  static bool BorrowingAny(const TeamFlavor& x) {
+    for (int r = 0; r < kNumResources; ++r)
+      if (x.usage[r] > x.nominal[r]) return true;
+    return false;
+  }
+
+  // Keeps team ti's cached share and its place in every flavor's borrower set current.
+  void UpdateBorrower(uint32_t ti) {
+    Team& t = teams[ti];
+    const Share now = ShareOf(t, -1, Resources{});
+    const bool changed = Share::Cmp(now, t.share) != 0;
+    for (size_t f = 0; f < flavors.size(); ++f) {
+      TeamFlavor& x = t.tf[f];
+      const bool b = BorrowingAny(x);
+      if (x.in_borrowers && (!b || changed)) flavors[f].borrowers.erase({t.share, ti});
+      if (b && (!x.in_borrowers || changed)) flavors[f].borrowers.insert({now, ti});
+      x.in_borrowers = b;
+    }
+    t.share = now;
+  }
+
+  // The largest share among teams other than `ti` borrowing on f; nullopt if none.
+  std::optional<Share> MaxOtherBorrowerShare(uint16_t f, uint32_t ti) const {
+    for (const ShareKey& k : flavors[f].borrowers)
+      if (k.team != ti) return k.share;
+    return std::nullopt;
   }
 
   // Dominant resource share of team `t` with `delta` added on flavor f (Kueue
@@ -371,26 +447,174 @@ struct Engine::Impl {
         lendable_[r] += fl.subtree[r];
       }
       ++fl.gen;
+      fl.borrowers.clear();
     }
-    // A configuration change may make never-fit workloads fit: put them back in the queues.
+    // Shares depend on the lendable totals: rebuild every borrower set.
+    for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+      Team& t = teams[ti];
+      t.share = ShareOf(t, -1, Resources{});
+      for (size_t f = 0; f < flavors.size(); ++f) {
+        TeamFlavor& x = t.tf[f];
+        x.in_borrowers = BorrowingAny(x);
+        if (x.in_borrowers) flavors[f].borrowers.insert({t.share, ti});
+      }
+    }
+    // A configuration change may make never-fit workloads fit: put them back in the queues;
+    // every queue is scanned whole at the next round (never-fit classification).
     for (uint32_t ti = 0; ti < teams.size(); ++ti) {
       for (uint16_t f = 0; f < flavors.size(); ++f) {
         TeamFlavor& x = teams[ti].tf[f];
         for (uint32_t wi : x.never_fit) {
           Wl& w = wls[wi];
-          w.state = WlState::kPending;
           w.pos = kNone;
-          w.considered = false;
-          x.pending.insert(KeyOf(wi));
+          w.queued_cycle = static_cast<int32_t>(cycle);
+          InsertPending(wi);
         }
         x.never_fit.clear();
+        x.force = true;
       }
     }
   }
 
-  QKey KeyOf(uint32_t wi) const {
+  // ---- pending queues ----
+
+  Bucket& BucketFor(TeamFlavor& x, uint8_t cls, int32_t prio, uint32_t shape) {
+    for (auto& b : x.buckets)
+      if (b->cls == cls && b->shape == shape) return *b;
+    // Reuse an empty bucket (no stream holds one outside a round).
+    if (!in_round) {
+      for (auto& b : x.buckets) {
+        if (b->q.empty()) {
+          b->cls = cls;
+          b->prio = prio;
+          b->shape = shape;
+          b->skip = Skip::kNone;
+          b->fresh = false;
+          return *b;
+        }
+      }
+    }
+    x.buckets.push_back(std::make_unique<Bucket>(&wls));
+    Bucket& b = *x.buckets.back();
+    b.cls = cls;
+    b.prio = prio;
+    b.shape = shape;
+    return b;
+  }
+
+  Bucket* FindBucket(TeamFlavor& x, const Wl& w) {
+    for (auto& b : x.buckets)
+      if (b->cls == w.cls && b->shape == w.shape) return b.get();
+    return nullptr;
+  }
+  const Bucket* FindBucket(const TeamFlavor& x, const Wl& w) const {
+    for (const auto& b : x.buckets)
+      if (b->cls == w.cls && b->shape == w.shape) return b.get();
+    return nullptr;
+  }
+
+  // Puts workload wi (state set here to pending) in its team-flavor queue.
+  Bucket& InsertPending(uint32_t wi) {
+    Wl& w = wls[wi];
+    w.state = WlState::kPending;
+    TeamFlavor& x = teams[w.team].tf[w.flavor];
+    Bucket& b = BucketFor(x, w.cls, w.prio, w.shape);
+    const bool was_empty = b.q.empty();
+    b.q.insert(wi);
+    ++x.npending;
+    if (was_empty) {
+      if (!x.summary_dirty) {
+        const Resources& req = ReqOf(w);
+        for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
+        x.max_prio = std::max(x.max_prio, w.prio);
+        if (x.npending == 1) {
+          x.min_req = req;
+          x.max_prio = w.prio;
+        }
+      }
+    }
+    if (!x.listed) {
+      x.listed = true;
+      flavors[w.flavor].queued.push_back(w.team);
+    }
+    return b;
+  }
+
+  // Takes workload wi out of bucket b (its own).
+  void ErasePending(uint32_t wi, Bucket& b) {
     const Wl& w = wls[wi];
-    return QKey{-w.prio, w.ts, w.id, wi};
+    TeamFlavor& x = teams[w.team].tf[w.flavor];
+    b.q.erase(wi);
+    --x.npending;
+    if (b.q.empty()) BucketEmptied(w.team, w.flavor);
+  }
+
+  // A bucket of (ti, f) became empty: the summary changes, and the bucket is dropped at the
+  // end of the cycle (streams may hold it until then).
+  void BucketEmptied(uint32_t ti, uint16_t f) {
+    TeamFlavor& x = teams[ti].tf[f];
+    x.summary_dirty = true;
+    if (!x.needs_compact) {
+      x.needs_compact = true;
+      compact_tfs.emplace_back(ti, f);
+    }
+  }
+
+  void RefreshSummary(TeamFlavor& x) {
+    if (!x.summary_dirty) return;
+    x.summary_dirty = false;
+    bool first = true;
+    for (const auto& b : x.buckets) {
+      if (b->q.empty()) continue;
+      const Resources& req = shapes[b->shape];
+      if (first) {
+        x.min_req = req;
+        x.max_prio = b->prio;
+        first = false;
+        continue;
+      }
+      for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
+      x.max_prio = std::max(x.max_prio, b->prio);
+    }
+  }
+
+  int32_t MinAdmittedPrio(const TeamFlavor& x) const {
+    int32_t best = std::numeric_limits<int32_t>::max();
+    for (int slot = 0; slot < kClassSlots; ++slot) {
+      if (x.admitted_by_class[slot] == 0) continue;
+      const int32_t p = slot == 10 ? 0 : class_weight[slot];
+      best = std::min(best, p);
+    }
+    return best;
+  }
+
+  // Whether anything pending of team ti on f could be admitted now, with or without
+  // preemption. A sound filter (false means no workload of the queue can be admitted):
+  //  (a) the smallest request (componentwise) fits what is available;
+  //  (b) it fits the team's unused nominal quota (lender reclaim);
+  //  (c) a pending priority exceeds an admitted one of the team (in-team preemption);
+  //  (d) FairShare Enabled: another team borrowing on f has a share at least the team's
+  //      share with the smallest request (the bar for every fair-sharing target).
+  bool MayAdmit(uint32_t ti, uint16_t f) {
+    Team& t = teams[ti];
+    TeamFlavor& x = t.tf[f];
+    if (!t.active || x.npending == 0) return false;
+    RefreshSummary(x);
+    const Resources& m = x.min_req;
+    bool fits = true, nominal = true;
+    for (int r = 0; r < kNumResources; ++r) {
+      if (m[r] <= 0) continue;
+      if (m[r] > Available(t, f, r)) fits = false;
+      if (x.usage[r] + m[r] > x.nominal[r]) nominal = false;
+    }
+    if (fits || nominal) return true;
+    if (t.preempt == PreemptTeamTasks::kLowerPriority && x.max_prio > MinAdmittedPrio(x))
+      return true;
+    if (policy.fair_share) {
+      const auto other = MaxOtherBorrowerShare(f, ti);
+      if (other && ShareOf(t, f, m) <= *other) return true;
+    }
+    return false;
   }
 
   StatusOr<std::pair<std::vector<Resources>, std::vector<Resources>>> ResolveQuota(
@@ -490,7 +714,7 @@ struct Engine::Impl {
     w = Wl{};
     w.id = s.id;
     w.ts = s.submit_time_ms;
-    w.req = req;
+    w.shape = Intern(req);
     w.team = ti->second;
     w.flavor = fi->second;
     w.cls = cls;
@@ -499,27 +723,37 @@ struct Engine::Impl {
     return wi;
   }
 
+  uint32_t Intern(const Resources& req) {
+    auto [it, inserted] = shape_index.try_emplace(req, static_cast<uint32_t>(shapes.size()));
+    if (inserted) shapes.push_back(req);
+    return it->second;
+  }
+
   void Enqueue(uint32_t wi) {
     Wl& w = wls[wi];
     TeamFlavor& x = teams[w.team].tf[w.flavor];
-    w.state = WlState::kPending;
-    w.considered = false;
-    x.pending.insert(KeyOf(wi));
-    if (x.fresh.empty()) fresh_tfs.emplace_back(w.team, w.flavor);
-    x.fresh.push_back(wi);
+    w.queued_cycle = static_cast<int32_t>(cycle);
+    Bucket& b = InsertPending(wi);
+    b.fresh = true;
+    if (!x.has_fresh) {
+      x.has_fresh = true;
+      fresh_tfs.emplace_back(w.team, w.flavor);
+    }
     ++pending_count;
   }
 
-  void Admit(uint32_t wi) {
+  // Admits pending workload wi, which is in bucket b.
+  void Admit(uint32_t wi, Bucket& b) {
     Wl& w = wls[wi];
     TeamFlavor& x = teams[w.team].tf[w.flavor];
-    x.pending.erase(KeyOf(wi));
+    ErasePending(wi, b);
     --pending_count;
     w.state = WlState::kAdmitted;
     w.admit_seq = ++admit_seq;
     w.pos = static_cast<uint32_t>(x.admitted.size());
     x.admitted.push_back(wi);
-    AddUsage(w.team, w.flavor, w.req, +1);
+    ++x.admitted_by_class[ClassSlot(w.cls)];
+    AddUsage(w.team, w.flavor, ReqOf(w), +1);
     ++admitted_count;
   }
 
@@ -538,15 +772,15 @@ struct Engine::Impl {
     Wl& w = wls[wi];
     TeamFlavor& x = teams[w.team].tf[w.flavor];
     DropFromVector(x.admitted, wi);
-    AddUsage(w.team, w.flavor, w.req, -1);
+    --x.admitted_by_class[ClassSlot(w.cls)];
+    AddUsage(w.team, w.flavor, ReqOf(w), -1);
     --admitted_count;
     ++flavors[w.flavor].gen;
-    w.evicted_cycle = cycle;
+    w.evicted_cycle = static_cast<int32_t>(cycle);
     ++evictions;
     evicted_flavors.push_back(w.flavor);
-    w.state = WlState::kPending;
-    w.considered = true;
-    x.pending.insert(KeyOf(wi));
+    w.queued_cycle = static_cast<int32_t>(cycle) - 1;  // it was considered before
+    InsertPending(wi);
     ++pending_count;
   }
 
@@ -556,12 +790,13 @@ struct Engine::Impl {
     switch (w.state) {
       case WlState::kAdmitted:
         DropFromVector(x.admitted, wi);
-        AddUsage(w.team, w.flavor, w.req, -1);
+        --x.admitted_by_class[ClassSlot(w.cls)];
+        AddUsage(w.team, w.flavor, ReqOf(w), -1);
         ++flavors[w.flavor].gen;
         --admitted_count;
         break;
       case WlState::kPending:
-        x.pending.erase(KeyOf(wi));
+        ErasePending(wi, *FindBucket(x, w));
         --pending_count;
         break;
       case WlState::kNeverFit:
@@ -611,12 +846,12 @@ struct Engine::Impl {
     Team& t = teams[ti];
     const uint16_t f = w.flavor;
     const bool fair = policy.fair_share;
-    const bool within_nominal = WithinNominalAfter(t, f, w.req);
+    const bool within_nominal = WithinNominalAfter(t, f, ReqOf(w));
     // Kueue's gate: without fair sharing (and borrowWithinCohort=Never) a workload may only
     // preempt when its request fits within the team's nominal quota.
     if (!fair) {
       for (int r = 0; r < kNumResources; ++r)
-        if (w.req[r] > t.tf[f].nominal[r]) return false;
+        if (ReqOf(w)[r] > t.tf[f].nominal[r]) return false;
     }
     std::vector<uint32_t> same;
     if (t.preempt == PreemptTeamTasks::kLowerPriority) {
@@ -626,13 +861,19 @@ struct Engine::Impl {
     // Other teams' workloads are candidates only while their team borrows on a needed
     // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
     // ends up within its nominal quota (borrowWithinCohort: Never).
+    // Taken from the flavor's borrower set (by descending share): a borrowing preemptor
+    // under fair sharing only needs the teams whose share is at least its own with the
+    // request alone (see FairTargets), so the walk stops there.
     std::vector<uint32_t> other_teams;
     if (fair || within_nominal) {
-      for (uint32_t ui = 0; ui < teams.size(); ++ui) {
-        if (ui == ti) continue;
-        const TeamFlavor& ux = teams[ui].tf[f];
-        if (ux.admitted.empty() || !BorrowingOn(teams[ui], f, w.req)) continue;
-        other_teams.push_back(ui);
+      const bool by_share = fair && !within_nominal;
+      const Share mine_floor = by_share ? ShareOf(t, f, ReqOf(w)) : Share{};
+      for (const ShareKey& k : flavors[f].borrowers) {
+        if (by_share && k.share < mine_floor) break;
+        if (k.team == ti) continue;
+        const Team& u = teams[k.team];
+        if (u.tf[f].admitted.empty() || !BorrowingOn(u, f, ReqOf(w))) continue;
+        other_teams.push_back(k.team);
       }
     }
     if (same.empty() && other_teams.empty()) return false;
@@ -640,12 +881,12 @@ struct Engine::Impl {
     std::vector<PreemptionReason> reasons;
     auto take = [&](uint32_t ci, PreemptionReason why) {
       const Wl& c = wls[ci];
-      AddUsage(c.team, c.flavor, c.req, -1);
+      AddUsage(c.team, c.flavor, ReqOf(c), -1);
       chosen.push_back(ci);
       reasons.push_back(why);
     };
     auto undo_all = [&] {
-      for (uint32_t ci : chosen) AddUsage(wls[ci].team, wls[ci].flavor, wls[ci].req, +1);
+      for (uint32_t ci : chosen) AddUsage(wls[ci].team, wls[ci].flavor, ReqOf(wls[ci]), +1);
     };
     bool fits = false;
     if (!fair) {
@@ -656,9 +897,9 @@ struct Engine::Impl {
                 [&](uint32_t a, uint32_t b) { return CandidateBefore(a, b, ti); });
       for (uint32_t ci : cands) {
         const Wl& c = wls[ci];
-        if (c.team != ti && !BorrowingOn(teams[c.team], f, w.req)) continue;
+        if (c.team != ti && !BorrowingOn(teams[c.team], f, ReqOf(w))) continue;
         take(ci, c.team == ti ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
-        if (Fits(t, f, w.req)) {
+        if (Fits(t, f, ReqOf(w))) {
           fits = true;
           break;
         }
@@ -674,34 +915,34 @@ struct Engine::Impl {
     std::vector<bool> keep(chosen.size(), true);
     for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
       const Wl& c = wls[chosen[i]];
-      AddUsage(c.team, c.flavor, c.req, +1);
-      if (Fits(t, f, w.req)) {
+      AddUsage(c.team, c.flavor, ReqOf(c), +1);
+      if (Fits(t, f, ReqOf(w))) {
         keep[i] = false;
       } else {
-        AddUsage(c.team, c.flavor, c.req, -1);
+        AddUsage(c.team, c.flavor, ReqOf(c), -1);
       }
     }
     // Fair-sharing victims must still be justified in the final state: the preemptor's
     // team, after admission, below the victim's team with the victim back. Stricter than
     // Kueue (whose greedy search and fill-back can leave a pair that would evict each other
     // back on the next cycle); it rules that ping-pong out.
-    Resources mine_delta = w.req;  // as in FairTargets: the request or all it frees
+    Resources mine_delta = ReqOf(w);  // as in FairTargets: the request or all it frees
     {
       Resources freed{};
       for (size_t i = 0; i < chosen.size(); ++i)
         if (keep[i] && reasons[i] == PreemptionReason::kFairSharing)
-          for (int r = 0; r < kNumResources; ++r) freed[r] += wls[chosen[i]].req[r];
-      for (int r = 0; r < kNumResources; ++r) mine_delta[r] = std::max(w.req[r], freed[r]);
+          for (int r = 0; r < kNumResources; ++r) freed[r] += ReqOf(wls[chosen[i]])[r];
+      for (int r = 0; r < kNumResources; ++r) mine_delta[r] = std::max(ReqOf(w)[r], freed[r]);
     }
     for (size_t i = 0; i < chosen.size(); ++i) {
       if (!keep[i] || reasons[i] != PreemptionReason::kFairSharing) continue;
       const Wl& c = wls[chosen[i]];
-      AddUsage(c.team, c.flavor, c.req, +1);
+      AddUsage(c.team, c.flavor, ReqOf(c), +1);
       const bool ok = ShareOf(t, f, mine_delta) < ShareOf(teams[c.team], -1, Resources{});
-      AddUsage(c.team, c.flavor, c.req, -1);
+      AddUsage(c.team, c.flavor, ReqOf(c), -1);
       if (!ok) {
         for (size_t k = 0; k < chosen.size(); ++k)
-          if (keep[k]) AddUsage(wls[chosen[k]].team, f, wls[chosen[k]].req, +1);
+          if (keep[k]) AddUsage(wls[chosen[k]].team, f, ReqOf(wls[chosen[k]]), +1);
         return false;
       }
     }
@@ -709,7 +950,7 @@ struct Engine::Impl {
     for (size_t i = 0; i < chosen.size(); ++i) {
       if (!keep[i]) continue;
       const Wl& c = wls[chosen[i]];
-      AddUsage(c.team, c.flavor, c.req, +1);
+      AddUsage(c.team, c.flavor, ReqOf(c), +1);
       Evict(chosen[i]);
       out.push_back({chosen[i], reasons[i]});
     }
@@ -727,6 +968,7 @@ struct Engine::Impl {
     const uint32_t ti = w.team;
     const uint16_t f = w.flavor;
     Team& t = teams[ti];
+    const Resources& req = ReqOf(w);
     struct Target {
       uint32_t team;
       std::vector<uint32_t> cands;  // in CandidatesOrdering, consumed from the front
@@ -746,13 +988,11 @@ struct Engine::Impl {
       order(same);
       targets.push_back({ti, same});
     }
-    // A borrowing preemptor can only take from teams whose share now is at least its own
-    // with the request alone: both strategies compare with the target's share, which only
-    // falls as victims go, against the preemptor's, which only rises. Candidates are copied
-    // and sorted only when their team is picked (tier M: ~1,000 teams per search).
-    const Share mine_floor = ShareOf(t, f, w.req);
+    // other_teams holds, for a borrowing preemptor, only teams whose share now is at least
+    // its own with the request alone: both strategies compare with the target's share, which
+    // only falls as victims go, against the preemptor's, which only rises. Candidates are
+    // copied and sorted only when their team is picked.
     for (uint32_t ui : other_teams) {
-      if (!within_nominal && ShareOf(teams[ui], -1, Resources{}) < mine_floor) continue;
       targets.push_back({ui, {}});
       targets.back().loaded = false;
     }
@@ -760,29 +1000,49 @@ struct Engine::Impl {
     Resources fair_freed{};  // Σ requests of the fair-sharing victims taken so far
     auto share_of = [&](uint32_t ui) {
       if (ui != ti) return ShareOf(teams[ui], -1, Resources{});
-      Resources d = w.req;
+      Resources d = req;
       for (int r = 0; r < kNumResources; ++r) d[r] += own_removed[r];
       return ShareOf(t, f, d);
     };
+    // Targets by descending share, the preemptor's own team first on ties, then by team
+    // index. Keys go stale as victims leave (the team's version moves): a stale top is
+    // re-keyed and pushed back (lazy max-heap), so each step costs O(log targets).
+    struct Key {
+      Share share;
+      uint32_t target;
+      uint32_t rank;      // 0 for the own team, else 1 + team index
+      uint64_t version;
+      bool operator<(const Key& o) const {  // max-heap: "less" is served later
+        const int c = Share::Cmp(share, o.share);
+        if (c != 0) return c < 0;
+        return rank > o.rank;
+      }
+    };
+    auto key_of = [&](uint32_t i) {
+      const Target& tg = targets[i];
+      return Key{share_of(tg.team), i, tg.team == ti ? 0u : 1u + tg.team,
+                 teams[tg.team].version};
+    };
     for (int strategy = 1; strategy <= 2; ++strategy) {
-      std::vector<bool> dropped(targets.size(), false);
+      std::priority_queue<Key> heap;
+      for (uint32_t i = 0; i < targets.size(); ++i)
+        if (targets[i].next < targets[i].size(*this, f)) heap.push(key_of(i));
       while (true) {
-        if (Fits(t, f, w.req)) return true;
+        if (Fits(t, f, req)) return true;
         // The target with the largest share that still has candidates.
-        int best = -1;
-        Share best_share;
-        for (size_t i = 0; i < targets.size(); ++i) {
-          Target& tg = targets[i];
-          if (dropped[i] || tg.next >= tg.size(*this, f)) continue;
-          if (tg.team != ti && !BorrowingOn(teams[tg.team], f, w.req)) continue;
-          const Share s = share_of(tg.team);
-          if (best < 0 || best_share < s) {
-            best = static_cast<int>(i);
-            best_share = s;
-          }
+        if (heap.empty()) break;
+        const Key top = heap.top();
+        heap.pop();
+        Target& tg = targets[top.target];
+        if (tg.next >= tg.size(*this, f)) continue;
+        // Other teams stop being targets once they no longer borrow on a needed resource
+        // (their usage only falls during the search, so for good).
+        if (tg.team != ti && !BorrowingOn(teams[tg.team], f, req)) continue;
+        if (top.version != teams[tg.team].version) {
+          heap.push(key_of(top.target));
+          continue;
         }
-        if (best < 0) break;
-        Target& tg = targets[best];
+        const Share best_share = top.share;
         if (!tg.loaded) {
           tg.cands = teams[tg.team].tf[f].admitted;
           order(tg.cands);
@@ -791,13 +1051,15 @@ struct Engine::Impl {
         const uint32_t ci = tg.cands[tg.next];
         if (tg.team == ti) {
           ++tg.next;
-          for (int r = 0; r < kNumResources; ++r) own_removed[r] += wls[ci].req[r];
+          for (int r = 0; r < kNumResources; ++r) own_removed[r] += ReqOf(wls[ci])[r];
           take(ci, PreemptionReason::kInClusterQueue);
+          heap.push(key_of(top.target));
           continue;
         }
         if (within_nominal) {
           ++tg.next;
           take(ci, PreemptionReason::kReclaim);
+          heap.push(key_of(top.target));
           continue;
         }
         // The preemptor's share counts its own would-be victims as still running: fill-back
@@ -809,7 +1071,7 @@ struct Engine::Impl {
         // the whole freed amount Kueue's no-ping-pong argument covers that refill too.
         Resources mine_delta;
         for (int r = 0; r < kNumResources; ++r)
-          mine_delta[r] = own_removed[r] + std::max(w.req[r], fair_freed[r] + wls[ci].req[r]);
+          mine_delta[r] = own_removed[r] + std::max(req[r], fair_freed[r] + ReqOf(wls[ci])[r]);
         const Share mine = ShareOf(t, f, mine_delta);
         // Nor may it have been admitted in this cycle (see AdmittedThisCycle).
         // A fair-sharing victim may not push its team below nominal on a needed resource:
@@ -818,44 +1080,47 @@ struct Engine::Impl {
         // higher-priority job taking the quota back in-team) repeat every cycle. Such a
         // candidate is passed over; a smaller one of the same team may still qualify.
         auto passed_over = [&](uint32_t c) {
-          return AdmittedThisCycle(c) || !StaysAtNominal(teams[tg.team], f, w.req, wls[c].req);
+          return AdmittedThisCycle(c) || !StaysAtNominal(teams[tg.team], f, req, ReqOf(wls[c]));
         };
         if (passed_over(ci)) {
-          // Skip them all here: one rescan of the targets per skipped candidate was the
-          // quadratic hot spot at tier M.
           while (tg.next < tg.cands.size() && passed_over(tg.cands[tg.next])) ++tg.next;
+          heap.push(key_of(top.target));
           continue;
         }
         bool ok;
         if (strategy == 1) {
-          const Wl& c = wls[ci];
-          Resources minus = c.req;
+          Resources minus = ReqOf(wls[ci]);
           for (auto& v : minus) v = -v;
           ok = mine <= ShareOf(teams[tg.team], f, minus);
         } else {
           ok = !tg.s2_used && mine < best_share;
         }
-        if (!ok) {
-          dropped[best] = true;
-          continue;
-        }
+        if (!ok) continue;  // dropped for this strategy
         ++tg.next;
         if (strategy == 2) tg.s2_used = true;
-        for (int r = 0; r < kNumResources; ++r) fair_freed[r] += wls[ci].req[r];
+        for (int r = 0; r < kNumResources; ++r) fair_freed[r] += ReqOf(wls[ci])[r];
         take(ci, PreemptionReason::kFairSharing);
+        heap.push(key_of(top.target));
       }
     }
-    return Fits(t, f, w.req);
+    return Fits(t, f, req);
   }
 
   // ---- the cycle ----
 
+  // A stream walks one team-flavor queue in queue order (priority, submission, id) by
+  // merging the heads of its equivalence classes (buckets). A bucket whose head fails is
+  // closed for the pass: its other workloads would fail the same way.
+  struct Cursor {
+    Bucket* b;
+    Queue::iterator it;
+  };
   struct Stream {
     uint32_t team;
     uint16_t flavor;
-    std::vector<uint32_t> items;
-    size_t next = 0;
-    std::vector<uint32_t> deferred;  // borrowing entries left for the second pass
+    std::vector<Cursor> cur;
+    std::vector<Bucket*> deferred;   // buckets whose head borrows: left for the second pass
+    int next = -1;                   // cursor of the next workload, -1 when done
     // The last failed preemption search (priority, request): dominated entries skip it.
     bool has_fail = false;
     int32_t fail_prio = 0;
@@ -880,14 +1145,16 @@ struct Engine::Impl {
   };
 
   uint64_t borrow_epoch = 0;  // bumped on every borrowing admission (invalidates fail cache)
+  bool in_round = false;
 
   int64_t evictions = 0;
   std::vector<uint16_t> evicted_flavors;
 
-  // A cycle runs rounds until one evicts nothing (at most kMaxRounds; victims are not re-admitted within the cycle, so each round with evictions admits a new preemptor): quota freed beyond
-  // a preemptor's need is offered again at once, so a job that fits its team's unused
-  // nominal quota never waits for the next cycle. Victims of this cycle are not
-  // reconsidered before the next one (no ping-pong within a cycle).
+  // A cycle runs rounds until one evicts nothing (at most kMaxRounds; victims are not
+  // re-admitted within the cycle, so each round with evictions admits a new preemptor):
+  // quota freed beyond a preemptor's need is offered again at once, so a job that fits its
+  // team's unused nominal quota never waits for the next cycle. Victims of this cycle are
+  // not reconsidered before the next one (no ping-pong within a cycle).
   static constexpr int kMaxRounds = 64;
   CycleResult RunCycle(int64_t /*now_ms*/) {
     ++cycle;
@@ -901,65 +1168,111 @@ struct Engine::Impl {
     // This cycle's victims wait for the next cycle: make sure it scans their queues.
     for (uint16_t f : evicted_flavors) ++flavors[f].gen;
     evicted_flavors.clear();
+    // Drop empty buckets now that no stream holds them (their shapes may never recur).
+    for (auto [ti, f] : compact_tfs) {
+      teams[ti].tf[f].needs_compact = false;
+      auto& v = teams[ti].tf[f].buckets;
+      v.erase(std::remove_if(v.begin(), v.end(), [](const auto& b) { return b->q.empty(); }),
+              v.end());
+    }
+    compact_tfs.clear();
     return res;
+  }
+  std::vector<std::pair<uint32_t, uint16_t>> compact_tfs;
+
+  // Finds the stream's next workload in queue order; false when it has none left.
+  bool Advance(Stream& s) {
+    s.next = -1;
+    const Wl* best = nullptr;
+    int32_t best_prio = 0;
+    for (size_t i = 0; i < s.cur.size(); ++i) {
+      Cursor& c = s.cur[i];
+      // Skip this cycle's victims (they wait for the next cycle).
+      while (c.it != c.b->q.end() && wls[*c.it].evicted_cycle == cycle) ++c.it;
+      if (c.it == c.b->q.end()) continue;
+      const Wl& w = wls[*c.it];
+      if (!best || c.b->prio > best_prio ||
+          (c.b->prio == best_prio && (w.ts < best->ts || (w.ts == best->ts && w.id < best->id)))) {
+        best = &w;
+        best_prio = c.b->prio;
+        s.next = static_cast<int>(i);
+      }
+    }
+    return s.next >= 0;
+  }
+
+  void AddStream(std::vector<Stream>& streams, uint32_t ti, uint16_t f, bool fresh_only) {
+    TeamFlavor& x = teams[ti].tf[f];
+    if (x.stream_round == round_seq) return;
+    Stream s;
+    s.team = ti;
+    s.flavor = f;
+    for (auto& b : x.buckets) {
+      if (b->q.empty() || (fresh_only && !b->fresh)) continue;
+      s.cur.push_back({b.get(), b->q.begin()});
+    }
+    if (s.cur.empty()) return;
+    x.stream_round = round_seq;
+    streams.push_back(std::move(s));
   }
 
   void Round(CycleResult& res) {
+    ++round_seq;
+    in_round = true;
     std::vector<Stream> streams;
-    std::vector<uint64_t> gen_at_start(flavors.size());
-    for (size_t f = 0; f < flavors.size(); ++f) gen_at_start[f] = flavors[f].gen;
-    // Woken queues are scanned whole; others only for their fresh entries.
+    // Queues of a type whose quota was released (or whose configuration changed) are
+    // scanned whole when they pass MayAdmit; other queues only for their fresh buckets.
     for (size_t f = 0; f < flavors.size(); ++f) {
-      for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+      Flavor& fl = flavors[f];
+      if (fl.scanned_gen == fl.gen) continue;
+      fl.scanned_gen = fl.gen;
+      std::vector<uint32_t>& q = fl.queued;
+      size_t keep = 0;
+      for (size_t i = 0; i < q.size(); ++i) {
+        const uint32_t ti = q[i];
         TeamFlavor& x = teams[ti].tf[f];
-        if (x.pending.empty() || x.scanned_gen == gen_at_start[f]) continue;
-        x.scanned_gen = gen_at_start[f];
-        Stream s;
-        s.team = ti;
-        s.flavor = static_cast<uint16_t>(f);
-        s.items.reserve(x.pending.size());
-        for (const QKey& k : x.pending) s.items.push_back(k.idx);
-        x.fresh.clear();
-        streams.push_back(std::move(s));
+        if (x.npending == 0) {
+          x.listed = false;
+          continue;
+        }
+        q[keep++] = ti;
+        if (x.force || MayAdmit(ti, static_cast<uint16_t>(f)))
+          AddStream(streams, ti, static_cast<uint16_t>(f), false);
+        x.force = false;
       }
+      q.resize(keep);
     }
     for (auto [ti, f] : fresh_tfs) {
       TeamFlavor& x = teams[ti].tf[f];
-      if (x.fresh.empty()) continue;
-      Stream s;
-      s.team = ti;
-      s.flavor = f;
-      for (uint32_t wi : x.fresh)
-        if (wls[wi].state == WlState::kPending && !wls[wi].considered) s.items.push_back(wi);
-      x.fresh.clear();
-      std::sort(s.items.begin(), s.items.end(),
-                [&](uint32_t a, uint32_t b) { return KeyOf(a) < KeyOf(b); });
-      s.items.erase(std::unique(s.items.begin(), s.items.end()), s.items.end());
-      if (!s.items.empty()) streams.push_back(std::move(s));
+      x.has_fresh = false;
+      if (x.force) {
+        x.force = false;
+        AddStream(streams, ti, f, false);
+      } else {
+        AddStream(streams, ti, f, true);
+      }
+      for (auto& b : x.buckets) b->fresh = false;
     }
     fresh_tfs.clear();
     for (int pass = 1; pass <= 2; ++pass) {
+      if (pass == 2) {
+        for (Stream& s : streams) {
+          s.cur.clear();
+          for (Bucket* b : s.deferred) s.cur.push_back({b, b->q.begin()});
+          s.has_fail = false;
+        }
+      }
       std::priority_queue<HeapEntry> heap;
       auto push = [&](uint32_t si) {
         Stream& s = streams[si];
-        const std::vector<uint32_t>& v = pass == 1 ? s.items : s.deferred;
-        while (s.next < v.size()) {
-          const uint32_t wi = v[s.next];
-          const Wl& w = wls[wi];
-          if (w.state != WlState::kPending || w.evicted_cycle == cycle || w.team != s.team) {
-            ++s.next;
-            continue;
-          }
-          Share sh;
-          if (policy.fair_share) sh = ShareOf(teams[s.team], s.flavor, w.req);
-          heap.push({sh, -w.prio, w.ts, w.id, si, teams[s.team].version});
-          return;
-        }
+        if (!Advance(s)) return;
+        const Cursor& c = s.cur[s.next];
+        const Wl& w = wls[*c.it];
+        Share sh;
+        if (policy.fair_share) sh = ShareOf(teams[s.team], s.flavor, ReqOf(w));
+        heap.push({sh, -c.b->prio, w.ts, w.id, si, teams[s.team].version});
       };
-      for (uint32_t si = 0; si < streams.size(); ++si) {
-        streams[si].next = 0;
-        push(si);
-      }
+      for (uint32_t si = 0; si < streams.size(); ++si) push(si);
       while (!heap.empty()) {
         HeapEntry e = heap.top();
         heap.pop();
@@ -969,72 +1282,100 @@ struct Engine::Impl {
           push(e.stream);  // the team's share changed: re-key
           continue;
         }
-        const std::vector<uint32_t>& v = pass == 1 ? s.items : s.deferred;
-        const uint32_t wi = v[s.next++];
-        Decide(wi, s, pass, res);
+        if (!Advance(s)) continue;
+        Decide(s, pass, res);
         push(e.stream);
       }
     }
+    in_round = false;
   }
 
-  void Decide(uint32_t wi, Stream& s, int pass, CycleResult& res) {
+  // Decides the head of the stream's cursor s.next: admits it (the cursor moves on), or
+  // closes its bucket for this pass (never fits, deferred to the borrowing pass, or no
+  // admission possible).
+  void Decide(Stream& s, int pass, CycleResult& res) {
+    Cursor& c = s.cur[s.next];
+    Bucket& b = *c.b;
+    const uint32_t wi = *c.it;
     Wl& w = wls[wi];
     Team& t = teams[s.team];
     const uint16_t f = s.flavor;
+    const Resources& req = ReqOf(w);
+    auto close = [&] { c.it = b.q.end(); };
+    auto admit = [&] {
+      ++c.it;
+      Admit(wi, b);
+    };
     ++res.considered;
-    w.considered = true;
     if (!t.active) {
-      w.skip = Skip::kInactive;
+      b.skip = Skip::kInactive;
+      for (Cursor& k : s.cur) k.it = k.b->q.end();
       return;
     }
-    if (NeverFits(t, f, w.req)) {
+    if (NeverFits(t, f, req)) {
+      // The whole class: same request, same team and type.
       TeamFlavor& x = t.tf[f];
-      x.pending.erase(KeyOf(wi));
-      w.state = WlState::kNeverFit;
-      w.pos = static_cast<uint32_t>(x.never_fit.size());
-      x.never_fit.push_back(wi);
-      res.never_fits.push_back(w.id);
+      for (auto it = c.it; it != b.q.end();) {
+        const uint32_t vi = *it;
+        Wl& v = wls[vi];
+        if (v.evicted_cycle == cycle) {
+          ++it;
+          continue;
+        }
+        it = b.q.erase(it);
+        --x.npending;
+        v.state = WlState::kNeverFit;
+        v.pos = static_cast<uint32_t>(x.never_fit.size());
+        x.never_fit.push_back(vi);
+        res.never_fits.push_back(v.id);
+      }
+      if (b.q.empty()) BucketEmptied(s.team, f);
+      else x.summary_dirty = true;
+      close();
       return;
     }
-    const bool borrows = !WithinNominalAfter(t, f, w.req);
+    const bool borrows = !WithinNominalAfter(t, f, req);
     // Entries that need to borrow wait for the second pass: non-borrowing entries of every
     // team go first (Kueue's classical ordering and FairSharingPrioritizeNonBorrowing).
     if (pass == 1 && borrows) {
-      s.deferred.push_back(wi);
+      s.deferred.push_back(&b);
+      close();
       return;
     }
-    if (Fits(t, f, w.req)) {
-      Admit(wi);
+    if (Fits(t, f, req)) {
+      admit();
       if (borrows) ++borrow_epoch;
       res.admitted.push_back({w.id, borrows, {}});
-      w.skip = Skip::kNone;
+      b.skip = Skip::kNone;
       return;
     }
     if (s.has_fail && s.fail_epoch == borrow_epoch && w.prio <= s.fail_prio) {
       bool dominated = true;
       for (int r = 0; r < kNumResources; ++r)
-        if (w.req[r] < s.fail_req[r]) dominated = false;
+        if (req[r] < s.fail_req[r]) dominated = false;
       if (dominated) {
-        w.skip = Skip::kNoCandidates;
+        b.skip = Skip::kNoCandidates;
+        close();
         return;
       }
     }
     std::vector<Victim> victims;
     if (TryPreempt(wi, victims)) {
-      Admit(wi);
-      const bool b = BorrowingOn(t, f, w.req);
-      if (b) ++borrow_epoch;
-      Admission a{w.id, b, {}};
+      admit();
+      const bool bo = BorrowingOn(t, f, req);
+      if (bo) ++borrow_epoch;
+      Admission a{w.id, bo, {}};
       for (const Victim& v : victims) a.victims.push_back({wls[v.wi].id, w.id, v.reason});
       res.admitted.push_back(std::move(a));
-      w.skip = Skip::kNone;
+      b.skip = Skip::kNone;
       return;
     }
     s.has_fail = true;
     s.fail_prio = w.prio;
-    s.fail_req = w.req;
+    s.fail_req = req;
     s.fail_epoch = borrow_epoch;
-    w.skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
+    b.skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
+    close();
   }
 
   // ---- explanation ----
@@ -1056,7 +1397,7 @@ struct Engine::Impl {
     }
     for (int r = 0; r < kNumResources; ++r) {
       ResourceQuotaView& v = why.resources[r];
-      v.request = w.req[r];
+      v.request = ReqOf(w)[r];
       v.nominal = x.nominal[r];
       v.usage = x.usage[r];
       v.borrow_limit = x.borrow_limit[r];
@@ -1070,14 +1411,29 @@ struct Engine::Impl {
       v.potential = Potential(t, f, r);
     }
     if (w.state == WlState::kPending) {
-      const QKey mine = KeyOf(wi);
-      for (const TeamFlavor& y : t.tf) {
-        for (const QKey& k : y.pending) {
-          if (!(k < mine)) break;
-          ++why.jobs_ahead;
-          if (why.first_ahead.size() < 10) why.first_ahead.push_back(k.id);
-        }
-      }
+      // Queue order: higher priority, then earlier submission, then id.
+      auto ahead = [&](const Wl& o) {
+        if (o.prio != w.prio) return o.prio > w.prio;
+        if (o.ts != w.ts) return o.ts < w.ts;
+        return o.id < w.id;
+      };
+      std::vector<const Wl*> before;
+      for (const TeamFlavor& y : t.tf)
+        for (const auto& b : y.buckets)
+          for (uint32_t k : b->q) {
+            const Wl& o = wls[k];
+            if (!ahead(o)) break;  // a bucket is in (ts, id) order with one priority
+            before.push_back(&o);
+          }
+      why.jobs_ahead = static_cast<int64_t>(before.size());
+      const size_t n = std::min<size_t>(10, before.size());
+      std::partial_sort(before.begin(), before.begin() + n, before.end(),
+                        [&](const Wl* a, const Wl* b) {
+                          if (a->prio != b->prio) return a->prio > b->prio;
+                          if (a->ts != b->ts) return a->ts < b->ts;
+                          return a->id < b->id;
+                        });
+      for (size_t i = 0; i < n; ++i) why.first_ahead.push_back(before[i]->id);
       std::sort(why.first_ahead.begin(), why.first_ahead.end());
     }
     auto need = [&] {
@@ -1108,12 +1464,13 @@ struct Engine::Impl {
           why.verdict = Verdict::kTeamInactive;
           why.reason = t.exists ? "the team's compute quota is disabled (ActivationState)"
                                 : "the team's compute quota was deleted";
-        } else if (!w.considered) {
+        } else if (w.queued_cycle >= cycle) {
           why.verdict = Verdict::kNotConsidered;
           why.reason = "submitted after the last scheduling cycle";
         } else {
           why.verdict = Verdict::kWaiting;
-          switch (w.skip) {
+          const Bucket* b = FindBucket(x, w);
+          switch (b ? b->skip : Skip::kNone) {
             case Skip::kNeedsBorrow:
               why.reason = absl::StrCat(
                   "it needs to borrow and the cohort has not enough idle quota to lend (",
@@ -1162,7 +1519,7 @@ Status Engine::SetCapacity(const std::vector<InstanceTypeCapacity>& types) {
     if (index.contains(m.flavors[f].cap.name)) continue;
     for (const Team& t : m.teams) {
       const TeamFlavor& x = t.tf[f];
-      if (x.has_quota || !x.pending.empty() || !x.admitted.empty() || !x.never_fit.empty())
+      if (x.has_quota || x.npending > 0 || !x.admitted.empty() || !x.never_fit.empty())
         return absl::FailedPreconditionError(
             absl::StrCat(m.flavors[f].cap.name, " is in use by team ", t.name));
     }
@@ -1228,19 +1585,24 @@ Status Engine::SetPolicy(const SchedulerPolicy& policy) {
   m.class_weight = std::move(weights);
   for (Team& t : m.teams) {
     for (TeamFlavor& x : t.tf) {
+      // Classes are renumbered: rebuild the buckets.
       std::vector<uint32_t> pend;
-      for (const QKey& k : x.pending) pend.push_back(k.idx);
-      x.pending.clear();
+      for (const auto& b : x.buckets) pend.insert(pend.end(), b->q.begin(), b->q.end());
+      x.buckets.clear();
+      x.npending = 0;
+      x.summary_dirty = true;
       for (uint32_t wi : pend) {
         Wl& w = m.wls[wi];
         w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
         w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
-        x.pending.insert(m.KeyOf(wi));
+        m.InsertPending(wi);
       }
+      x.admitted_by_class = {};
       for (uint32_t wi : x.admitted) {
         Wl& w = m.wls[wi];
         w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
         w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
+        ++x.admitted_by_class[ClassSlot(w.cls)];
       }
       for (uint32_t wi : x.never_fit) {
         Wl& w = m.wls[wi];
@@ -1307,11 +1669,11 @@ Status Engine::RestoreAdmitted(const WorkloadSpec& spec) {
   Wl& w = m.wls[wi];
   TeamFlavor& x = m.teams[w.team].tf[w.flavor];
   w.state = WlState::kAdmitted;
-  w.considered = true;
   w.admit_seq = ++m.admit_seq;
   w.pos = static_cast<uint32_t>(x.admitted.size());
   x.admitted.push_back(wi);
-  m.AddUsage(w.team, w.flavor, w.req, +1);
+  ++x.admitted_by_class[ClassSlot(w.cls)];
+  m.AddUsage(w.team, w.flavor, m.ReqOf(w), +1);
   ++m.admitted_count;
   return absl::OkStatus();
 }
@@ -1361,10 +1723,12 @@ int64_t Engine::AdmittedCount() const { return impl_->admitted_count; }
 
 int64_t Engine::ApproxWorkloadBytes() const {
   const Impl& m = *impl_;
-  // Workload slots + id index + one red-black node (key + 4 words) per pending workload.
+  // Workload slots + id index + one red-black node (4-byte key + 4 words, rounded to the
+  // allocator's 48 bytes) per pending workload; buckets and shapes are per class, few.
   int64_t bytes = static_cast<int64_t>(m.wls.capacity() * sizeof(Wl));
   bytes += static_cast<int64_t>(m.by_id.capacity() * (sizeof(uint64_t) + sizeof(uint32_t) + 1));
-  bytes += m.pending_count * static_cast<int64_t>(sizeof(QKey) + 32);
+  bytes += m.pending_count * 48;
+  bytes += static_cast<int64_t>(m.shapes.capacity() * sizeof(Resources));
   return bytes;
 }
 
