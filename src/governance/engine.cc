@@ -197,6 +197,7 @@ struct TeamFlavor {
   std::vector<uint32_t> admitted;
   std::vector<uint32_t> never_fit;
   std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
+  std::array<Resources, kClassSlots> admitted_usage_by_class{};
   // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
   Resources min_req{};      // componentwise minimum request
   int32_t max_prio = 0;
@@ -588,32 +589,53 @@ struct Engine::Impl {
     return best;
   }
 
-  // Whether anything pending of team ti on f could be admitted now, with or without
-  // preemption. A sound filter (false means no workload of the queue can be admitted):
-  //  (a) the smallest request (componentwise) fits what is available;
-  //  (b) it fits the team's unused nominal quota (lender reclaim);
-  //  (c) a pending priority exceeds an admitted one of the team (in-team preemption);
+  void CountAdmitted(TeamFlavor& x, const Wl& w, int sign) {
+    const int slot = ClassSlot(w.cls);
+    x.admitted_by_class[slot] += sign;
+    const Resources& req = ReqOf(w);
+    for (int r = 0; r < kNumResources; ++r) x.admitted_usage_by_class[slot][r] += sign * req[r];
+  }
+
+  // Usage of the team's admitted workloads of f with priority below `prio`.
+  Resources LowerUsage(const TeamFlavor& x, int32_t prio) const {
+    Resources out{};
+    for (int slot = 0; slot < kClassSlots; ++slot) {
+      if (x.admitted_by_class[slot] == 0) continue;
+      if ((slot == 10 ? 0 : class_weight[slot]) >= prio) continue;
+      for (int r = 0; r < kNumResources; ++r) out[r] += x.admitted_usage_by_class[slot][r];
+    }
+    return out;
+  }
+
+  // Whether a workload of priority `prio` and request `req` of team ti could be admitted
+  // now on f, with or without preemption, or be classified never-fit. Sound (false means
+  // it cannot), cheap, and used to leave whole equivalence classes out of a scan:
+  //  (a) it fits what is available;
+  //  (b) it fits the team's unused nominal quota (lender reclaim may make room);
+  //  (c) PreemptTeamTasks=LowerPriority and it fits what is available plus everything the
+  //      team's lower-priority workloads use (available grows at most by what they free);
   //  (d) FairShare Enabled: another team borrowing on f has a share at least the team's
-  //      share with the smallest request (the bar for every fair-sharing target).
-  bool MayAdmit(uint32_t ti, uint16_t f) {
-    Team& t = teams[ti];
-    TeamFlavor& x = t.tf[f];
-    if (!t.active || x.npending == 0) return false;
-    RefreshSummary(x);
-    const Resources& m = x.min_req;
+  //      share with the request (the bar for every fair-sharing target).
+  // `avail` is Available(t, f, ·); `other` the largest share of another borrower on f.
+  bool MayAdmit(uint32_t ti, uint16_t f, int32_t prio, const Resources& req,
+                const Resources& avail, const std::optional<Share>& other) const {
+    const Team& t = teams[ti];
+    const TeamFlavor& x = t.tf[f];
     bool fits = true, nominal = true;
     for (int r = 0; r < kNumResources; ++r) {
-      if (m[r] <= 0) continue;
-      if (m[r] > Available(t, f, r)) fits = false;
-      if (x.usage[r] + m[r] > x.nominal[r]) nominal = false;
+      if (req[r] <= 0) continue;
+      if (req[r] > avail[r]) fits = false;
+      if (x.usage[r] + req[r] > x.nominal[r]) nominal = false;
     }
     if (fits || nominal) return true;
-    if (t.preempt == PreemptTeamTasks::kLowerPriority && x.max_prio > MinAdmittedPrio(x))
-      return true;
-    if (policy.fair_share) {
-      const auto other = MaxOtherBorrowerShare(f, ti);
-      if (other && ShareOf(t, f, m) <= *other) return true;
+    if (t.preempt == PreemptTeamTasks::kLowerPriority && prio > MinAdmittedPrio(x)) {
+      const Resources lower = LowerUsage(x, prio);
+      bool ok = true;
+      for (int r = 0; r < kNumResources; ++r)
+        if (req[r] > 0 && req[r] > avail[r] + lower[r]) ok = false;
+      if (ok) return true;
     }
+    if (policy.fair_share && other && ShareOf(t, f, req) <= *other) return true;
     return false;
   }
 
@@ -752,7 +774,7 @@ struct Engine::Impl {
     w.admit_seq = ++admit_seq;
     w.pos = static_cast<uint32_t>(x.admitted.size());
     x.admitted.push_back(wi);
-    ++x.admitted_by_class[ClassSlot(w.cls)];
+    CountAdmitted(x, w, +1);
     AddUsage(w.team, w.flavor, ReqOf(w), +1);
     ++admitted_count;
   }
@@ -772,7 +794,7 @@ struct Engine::Impl {
     Wl& w = wls[wi];
     TeamFlavor& x = teams[w.team].tf[w.flavor];
     DropFromVector(x.admitted, wi);
-    --x.admitted_by_class[ClassSlot(w.cls)];
+    CountAdmitted(x, w, -1);
     AddUsage(w.team, w.flavor, ReqOf(w), -1);
     --admitted_count;
     ++flavors[w.flavor].gen;
@@ -790,7 +812,7 @@ struct Engine::Impl {
     switch (w.state) {
       case WlState::kAdmitted:
         DropFromVector(x.admitted, wi);
-        --x.admitted_by_class[ClassSlot(w.cls)];
+        CountAdmitted(x, w, -1);
         AddUsage(w.team, w.flavor, ReqOf(w), -1);
         ++flavors[w.flavor].gen;
         --admitted_count;
@@ -893,9 +915,12 @@ struct Engine::Impl {
       std::vector<uint32_t> cands = same;
       for (uint32_t ui : other_teams)
         for (uint32_t ci : teams[ui].tf[f].admitted) cands.push_back(ci);
-      std::sort(cands.begin(), cands.end(),
-                [&](uint32_t a, uint32_t b) { return CandidateBefore(a, b, ti); });
-      for (uint32_t ci : cands) {
+      // A heap whose top is the first in CandidatesOrdering (few are usually taken).
+      auto after = [&](uint32_t a, uint32_t b) { return CandidateBefore(b, a, ti); };
+      std::make_heap(cands.begin(), cands.end(), after);
+      for (auto end = cands.end(); end != cands.begin(); --end) {
+        std::pop_heap(cands.begin(), end, after);
+        const uint32_t ci = *(end - 1);
         const Wl& c = wls[ci];
         if (c.team != ti && !BorrowingOn(teams[c.team], f, ReqOf(w))) continue;
         take(ci, c.team == ti ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
@@ -969,24 +994,30 @@ struct Engine::Impl {
     const uint16_t f = w.flavor;
     Team& t = teams[ti];
     const Resources& req = ReqOf(w);
+    // A target's candidates form a heap whose top is the first in CandidatesOrdering: a
+    // search usually takes a few of a team's many admitted workloads, so ordering them all
+    // (n log n per pick) is wasted.
+    auto after = [&](uint32_t a, uint32_t b) { return CandidateBefore(b, a, ti); };
     struct Target {
       uint32_t team;
-      std::vector<uint32_t> cands;  // in CandidatesOrdering, consumed from the front
-      size_t next = 0;
+      std::vector<uint32_t> cands;  // heap by `after`; the first `left` are live
+      size_t left = 0;
       bool s2_used = false;
       bool loaded = true;  // cands filled (other teams' are filled when first picked)
       size_t size(const Engine::Impl& m, uint16_t fl) const {
-        return loaded ? cands.size() : m.teams[team].tf[fl].admitted.size();
+        return loaded ? left : m.teams[team].tf[fl].admitted.size();
       }
     };
     std::vector<Target> targets;
-    auto order = [&](std::vector<uint32_t>& v) {
-      std::sort(v.begin(), v.end(),
-                [&](uint32_t a, uint32_t b) { return CandidateBefore(a, b, ti); });
+    auto front = [&](const Target& tg) { return tg.cands[0]; };
+    auto pop = [&](Target& tg) {
+      std::pop_heap(tg.cands.begin(), tg.cands.begin() + tg.left, after);
+      --tg.left;
     };
     if (!same.empty()) {
-      order(same);
       targets.push_back({ti, same});
+      std::make_heap(targets[0].cands.begin(), targets[0].cands.end(), after);
+      targets[0].left = targets[0].cands.size();
     }
     // other_teams holds, for a borrowing preemptor, only teams whose share now is at least
     // its own with the request alone: both strategies compare with the target's share, which
@@ -1026,7 +1057,7 @@ struct Engine::Impl {
     for (int strategy = 1; strategy <= 2; ++strategy) {
       std::priority_queue<Key> heap;
       for (uint32_t i = 0; i < targets.size(); ++i)
-        if (targets[i].next < targets[i].size(*this, f)) heap.push(key_of(i));
+        if (targets[i].size(*this, f) > 0) heap.push(key_of(i));
       while (true) {
         if (Fits(t, f, req)) return true;
         // The target with the largest share that still has candidates.
@@ -1034,7 +1065,7 @@ struct Engine::Impl {
         const Key top = heap.top();
         heap.pop();
         Target& tg = targets[top.target];
-        if (tg.next >= tg.size(*this, f)) continue;
+        if (tg.size(*this, f) == 0) continue;
         // Other teams stop being targets once they no longer borrow on a needed resource
         // (their usage only falls during the search, so for good).
         if (tg.team != ti && !BorrowingOn(teams[tg.team], f, req)) continue;
@@ -1045,19 +1076,20 @@ struct Engine::Impl {
         const Share best_share = top.share;
         if (!tg.loaded) {
           tg.cands = teams[tg.team].tf[f].admitted;
-          order(tg.cands);
+          std::make_heap(tg.cands.begin(), tg.cands.end(), after);
+          tg.left = tg.cands.size();
           tg.loaded = true;
         }
-        const uint32_t ci = tg.cands[tg.next];
+        const uint32_t ci = front(tg);
         if (tg.team == ti) {
-          ++tg.next;
+          pop(tg);
           for (int r = 0; r < kNumResources; ++r) own_removed[r] += ReqOf(wls[ci])[r];
           take(ci, PreemptionReason::kInClusterQueue);
           heap.push(key_of(top.target));
           continue;
         }
         if (within_nominal) {
-          ++tg.next;
+          pop(tg);
           take(ci, PreemptionReason::kReclaim);
           heap.push(key_of(top.target));
           continue;
@@ -1083,7 +1115,7 @@ struct Engine::Impl {
           return AdmittedThisCycle(c) || !StaysAtNominal(teams[tg.team], f, req, ReqOf(wls[c]));
         };
         if (passed_over(ci)) {
-          while (tg.next < tg.cands.size() && passed_over(tg.cands[tg.next])) ++tg.next;
+          while (tg.left > 0 && passed_over(front(tg))) pop(tg);
           heap.push(key_of(top.target));
           continue;
         }
@@ -1096,7 +1128,7 @@ struct Engine::Impl {
           ok = !tg.s2_used && mine < best_share;
         }
         if (!ok) continue;  // dropped for this strategy
-        ++tg.next;
+        pop(tg);
         if (strategy == 2) tg.s2_used = true;
         for (int r = 0; r < kNumResources; ++r) fair_freed[r] += ReqOf(wls[ci])[r];
         take(ci, PreemptionReason::kFairSharing);
@@ -1201,25 +1233,47 @@ struct Engine::Impl {
     return s.next >= 0;
   }
 
-  void AddStream(std::vector<Stream>& streams, uint32_t ti, uint16_t f, bool fresh_only) {
-    TeamFlavor& x = teams[ti].tf[f];
-    if (x.stream_round == round_seq) return;
-    Stream s;
+  // Makes a stream of team ti's queue on f from the buckets that may admit now (MayAdmit),
+  // or only its fresh buckets. A queue whose smallest request and highest priority pass
+  // no test has no bucket that does, and is skipped without looking at its buckets.
+  void AddStream(uint32_t ti, uint16_t f, bool fresh_only, bool all) {
+    Team& t = teams[ti];
+    TeamFlavor& x = t.tf[f];
+    if (x.stream_round == round_seq || x.npending == 0) return;
+    if (!t.active && !all) return;
+    Resources avail;
+    for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
+    const std::optional<Share> other =
+        policy.fair_share ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
+    if (!all && !fresh_only) {
+      RefreshSummary(x);
+      if (!MayAdmit(ti, f, x.max_prio, x.min_req, avail, other)) return;
+    }
+    if (nstreams == streams.size()) streams.emplace_back();
+    Stream& s = streams[nstreams];
     s.team = ti;
     s.flavor = f;
+    s.cur.clear();
+    s.deferred.clear();
+    s.has_fail = false;
     for (auto& b : x.buckets) {
       if (b->q.empty() || (fresh_only && !b->fresh)) continue;
+      if (!all && !NeverFits(t, f, shapes[b->shape]) &&
+          !MayAdmit(ti, f, b->prio, shapes[b->shape], avail, other))
+        continue;
       s.cur.push_back({b.get(), b->q.begin()});
     }
     if (s.cur.empty()) return;
     x.stream_round = round_seq;
-    streams.push_back(std::move(s));
+    ++nstreams;
   }
+  std::vector<Stream> streams;  // reused across rounds; the first nstreams are live
+  size_t nstreams = 0;
 
   void Round(CycleResult& res) {
     ++round_seq;
     in_round = true;
-    std::vector<Stream> streams;
+    nstreams = 0;
     // Queues of a type whose quota was released (or whose configuration changed) are
     // scanned whole when they pass MayAdmit; other queues only for their fresh buckets.
     for (size_t f = 0; f < flavors.size(); ++f) {
@@ -1236,8 +1290,7 @@ struct Engine::Impl {
           continue;
         }
         q[keep++] = ti;
-        if (x.force || MayAdmit(ti, static_cast<uint16_t>(f)))
-          AddStream(streams, ti, static_cast<uint16_t>(f), false);
+        AddStream(ti, static_cast<uint16_t>(f), false, x.force);
         x.force = false;
       }
       q.resize(keep);
@@ -1245,18 +1298,15 @@ struct Engine::Impl {
     for (auto [ti, f] : fresh_tfs) {
       TeamFlavor& x = teams[ti].tf[f];
       x.has_fresh = false;
-      if (x.force) {
-        x.force = false;
-        AddStream(streams, ti, f, false);
-      } else {
-        AddStream(streams, ti, f, true);
-      }
+      AddStream(ti, f, !x.force, x.force);
+      x.force = false;
       for (auto& b : x.buckets) b->fresh = false;
     }
     fresh_tfs.clear();
     for (int pass = 1; pass <= 2; ++pass) {
       if (pass == 2) {
-        for (Stream& s : streams) {
+        for (size_t si = 0; si < nstreams; ++si) {
+          Stream& s = streams[si];
           s.cur.clear();
           for (Bucket* b : s.deferred) s.cur.push_back({b, b->q.begin()});
           s.has_fail = false;
@@ -1272,7 +1322,7 @@ struct Engine::Impl {
         if (policy.fair_share) sh = ShareOf(teams[s.team], s.flavor, ReqOf(w));
         heap.push({sh, -c.b->prio, w.ts, w.id, si, teams[s.team].version});
       };
-      for (uint32_t si = 0; si < streams.size(); ++si) push(si);
+      for (uint32_t si = 0; si < nstreams; ++si) push(si);
       while (!heap.empty()) {
         HeapEntry e = heap.top();
         heap.pop();
@@ -1282,7 +1332,8 @@ struct Engine::Impl {
           push(e.stream);  // the team's share changed: re-key
           continue;
         }
-        if (!Advance(s)) continue;
+        // s.next still holds: only this stream removes from its buckets, and what others
+        // insert (this cycle's victims) is skipped anyway.
         Decide(s, pass, res);
         push(e.stream);
       }
@@ -1598,11 +1649,12 @@ Status Engine::SetPolicy(const SchedulerPolicy& policy) {
         m.InsertPending(wi);
       }
       x.admitted_by_class = {};
+      x.admitted_usage_by_class = {};
       for (uint32_t wi : x.admitted) {
         Wl& w = m.wls[wi];
         w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
         w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
-        ++x.admitted_by_class[ClassSlot(w.cls)];
+        m.CountAdmitted(x, w, +1);
       }
       for (uint32_t wi : x.never_fit) {
         Wl& w = m.wls[wi];
@@ -1672,7 +1724,7 @@ Status Engine::RestoreAdmitted(const WorkloadSpec& spec) {
   w.admit_seq = ++m.admit_seq;
   w.pos = static_cast<uint32_t>(x.admitted.size());
   x.admitted.push_back(wi);
-  ++x.admitted_by_class[ClassSlot(w.cls)];
+  m.CountAdmitted(x, w, +1);
   m.AddUsage(w.team, w.flavor, m.ReqOf(w), +1);
   ++m.admitted_count;
   return absl::OkStatus();
