@@ -716,10 +716,14 @@ StatusOr<nlohmann::json> ClusterOperations::requestRecovery(const Json& in,
                           " in progress"));
         return;
       }
-      if (n->status != is::kRunning) {
+      // As on HyperPod, a failed node is what these operations are for; only nodes in the
+      // middle of a change (Pending, ShuttingDown) must wait.
+      const bool failed_node = n->status == is::kFailure;
+      if (n->status != is::kRunning && !failed_node) {
         fail("InvalidInstanceStatus", absl::StrCat("Node ", key, " is ", n->status,
-                                                   "; only Running nodes can be ",
-                                                   action == "Reboot" ? "rebooted" : "replaced"));
+                                                   "; only Running or Failure nodes can be ",
+                                                   action == "Reboot" ? "rebooted" : "replaced",
+                                                   ". Wait for the change to finish."));
         return;
       }
       done.insert(n->instance_id);
@@ -727,6 +731,11 @@ StatusOr<nlohmann::json> ClusterOperations::requestRecovery(const Json& in,
       updated.recovery = {{"Action", action},
                           {"Reason", absl::StrCat("requested by ", api)},
                           {"RequestedAt", ToEpochSeconds(clock_.now())}};
+      // A failed node cannot be asked to shut down or reboot: power-cycle or kill it.
+      if (failed_node) updated.recovery["Hard"] = true;
+      // A reported fault (NodeRecovery None, a failed replacement waiting for its retry) is
+      // answered by this request.
+      updated.fault = Json();
       updated.status = is::kPending;
       updated.message = absl::StrCat(action == "Reboot" ? "Reboot" : "Replacement",
                                      " requested by ", api);

@@ -62,10 +62,12 @@ class ClusterOperations {
 
  private:
   /// BatchRebootClusterNodes / BatchReplaceClusterNodes: records the node recovery
-  /// (Node::recovery, `action` "Reboot" or "Replace") on each Running node of an InService
-  /// or Updating cluster; the controller carries it out. Per-node errors (the model's
+  /// (Node::recovery, `action` "Reboot" or "Replace") on each Running or Failure node of an
+  /// InService or Updating cluster; the controller carries it out (a Failure node without
+  /// a clean shutdown: killed, or power-cycled). Per-node errors (the model's
   /// BatchReboot/ReplaceClusterNodesErrorCode): InstanceIdNotFound, InvalidInstanceStatus
-  /// (not Running), InstanceIdInUse (a recovery is already under way). Errors:
+  /// (Pending or ShuttingDown: a change is under way), InstanceIdInUse (a recovery is
+  /// already under way). Errors:
   /// ValidationException without NodeIds and NodeLogicalIds; ConflictException for a
   /// cluster in another status; ResourceNotFound.
   StatusOr<Json> requestRecovery(const Json& in, const std::string& action);

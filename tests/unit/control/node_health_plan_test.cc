@@ -351,6 +351,28 @@ TEST(NodeHealthPlan, AReplaceOfTheControllerIsARebootInstead) {
   EXPECT_TRUE(HasEvent(p, "rebooted instead of replaced"));
 }
 
+// BatchReplaceClusterNodes / BatchRebootClusterNodes on a Failure node (a dead node under
+// NodeRecovery None) record a hard recovery: the old instance is killed or power-cycled, since
+// it cannot be asked to shut down or reboot.
+TEST(NodeHealthPlan, ABatchRecoveryOfAFailedNodeKillsOrPowerCyclesIt) {
+  Fixture f("None");
+  f.obs(1).state = InstanceState::kFailed;
+  f.obs(1).message = "the node stopped";
+  f.node(1).status = is::kPending;  // as the API leaves it
+  f.node(1).recovery = {{"Action", "Replace"}, {"Reason", "requested by BatchReplaceClusterNodes"},
+                        {"RequestedAt", ToEpochSeconds(kT0)}, {"Hard", true}};
+  f.obs(2).state = InstanceState::kFailed;
+  f.obs(2).message = "the node stopped";
+  f.node(2).status = is::kPending;
+  f.node(2).recovery = {{"Action", "Reboot"}, {"Reason", "requested by BatchRebootClusterNodes"},
+                        {"RequestedAt", ToEpochSeconds(kT0)}, {"Hard", true}};
+  auto p = f.plan(kT0 + seconds(1));
+  EXPECT_EQ(p.kills, std::vector<std::string>{f.node(1).instance_id});
+  ASSERT_NE(Replacement(p, f.node(1).instance_id), nullptr);
+  EXPECT_EQ(p.hard_reboots, std::vector<std::string>{f.node(2).instance_id});
+  EXPECT_TRUE(p.reboots.empty());
+}
+
 TEST(NodeHealthPlan, ARebootWithinTheSameSecondIsSeenByItsNewBootTime) {
   Fixture f;
   f.node(2).recovery = {{"Action", "Reboot"}, {"RequestedAt", ToEpochSeconds(kT0)}};
