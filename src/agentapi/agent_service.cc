@@ -178,6 +178,7 @@ std::map<std::string, SystemTime> AgentService::lastSeen() const {
 void AgentService::touch(const std::string& instance_id) {
   const SystemTime now = clock_.now();
   std::lock_guard lock(mu_);
+  if (!cluster_of_.count(instance_id)) return;  // forgotten while its request ran
   auto [it, fresh] = last_seen_.try_emplace(instance_id, now);
   if (!fresh) {
     // A late heartbeat is the first sign of a node in trouble (or of an overloaded host).
@@ -510,6 +511,40 @@ void AgentService::setSlurmMarks(const std::string& cluster_id,
   }
 }
 
+void AgentService::forget(const std::string& cluster_id,
+                          const std::vector<std::string>& instance_ids, bool cluster_gone) {
+  std::lock_guard lock(mu_);
+  auto drop = [this](const std::string& id) {
+    last_seen_.erase(id);
+    health_.erase(id);
+    applied_slurm_conf_.erase(id);
+    cluster_of_.erase(id);
+  };
+  for (const auto& id : instance_ids) drop(id);
+  if (!cluster_gone) return;
+  std::vector<std::string> members;
+  for (const auto& [instance, cluster] : cluster_of_) {
+    if (cluster == cluster_id) members.push_back(instance);
+  }
+  for (const auto& id : members) drop(id);
+  slurm_view_.erase(cluster_id);
+  slurm_marks_.erase(cluster_id);
+  controller_group_.erase(cluster_id);
+}
+
+std::pair<size_t, size_t> AgentService::trackedForTest() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> instances, clusters;
+  for (const auto& [k, v] : last_seen_) instances.insert(k);
+  for (const auto& [k, v] : health_) instances.insert(k);
+  for (const auto& [k, v] : applied_slurm_conf_) instances.insert(k);
+  for (const auto& [k, v] : cluster_of_) instances.insert(k);
+  for (const auto& [k, v] : slurm_view_) clusters.insert(k);
+  for (const auto& [k, v] : slurm_marks_) clusters.insert(k);
+  for (const auto& [k, v] : controller_group_) clusters.insert(k);
+  return {instances.size(), clusters.size()};
+}
+
 namespace {
 bool IsFault(const std::string& verdict) {
   return verdict == "soft_fault" || verdict == "hard_fault";
@@ -525,6 +560,7 @@ void AgentService::recordHealth(const Caller& caller, const json& health) {
   json before_report;
   {
     std::lock_guard lock(mu_);
+    if (!cluster_of_.count(caller.node.instance_id)) return;  // forgotten meanwhile
     auto it = health_.find(caller.node.instance_id);
     if (it != health_.end()) {
       before = it->second.value("verdict", "");

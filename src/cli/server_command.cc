@@ -258,6 +258,8 @@ Status RunServer(const ServerFlags& flags) {
                                         std::vector<model::SlurmMark> marks) {
     agents.setSlurmMarks(id, std::move(marks));
   };
+  hooks.forget = [&agents](const std::string& id, const std::vector<std::string>& instances,
+                           bool cluster_gone) { agents.forget(id, instances, cluster_gone); };
   control::ClusterController controller(*store, *provider, clock, ids, controller_options,
                                         std::move(hooks));
   controller_ptr = &controller;

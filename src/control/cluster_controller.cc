@@ -22,6 +22,21 @@ ClusterController::ClusterController(store::Store& store, provider::Provider& pr
 
 ClusterController::~ClusterController() { stop(); }
 
+namespace {
+/// Tells `forget` which node records (and whether the cluster) `writes` erased.
+template <typename Forget>
+void ForgetErased(const store::WriteBatch& writes, const std::string& cluster_id,
+                  const Forget& forget) {
+  std::vector<std::string> erased;
+  for (const auto& w : writes.nodes) {
+    if (w.erase) erased.push_back(w.node.instance_id);
+  }
+  bool cluster_gone = false;
+  for (const auto& w : writes.clusters) cluster_gone |= w.erase;
+  if (!erased.empty() || cluster_gone) forget(cluster_id, erased, cluster_gone);
+}
+}  // namespace
+
 void ClusterController::start() {
   std::lock_guard lock(mu_);
   if (worker_.joinable()) return;
@@ -66,6 +81,7 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
   if (!plan.writes.empty()) {
     auto committed = store_.commit(plan.writes);
     if (!committed.ok()) return committed.status();
+    if (hooks_.forget) ForgetErased(plan.writes, cluster_id, hooks_.forget);
   }
   // Provider calls only after the records that name these instances are durable.
   for (const auto& spec : plan.launches) {

@@ -83,6 +83,14 @@ class AgentService {
   /// The Slurm node changes the controller node's agent of `cluster_id` gets in its next
   /// heartbeat responses ("slurm_marks"); replaces the previous list.
   void setSlurmMarks(const std::string& cluster_id, std::vector<model::SlurmMark> marks);
+  /// Drops what agents said about instances that no longer exist (`instance_ids`, their
+  /// records erased) or, with `cluster_gone`, about every instance of `cluster_id` and the
+  /// cluster itself (its Slurm view, marks and controller group). A late request from a
+  /// forgotten instance adds nothing back (it no longer authenticates).
+  void forget(const std::string& cluster_id, const std::vector<std::string>& instance_ids,
+              bool cluster_gone);
+  /// How many instances and clusters the liveness maps hold (tests; leak checks).
+  std::pair<size_t, size_t> trackedForTest() const;
 
  private:
   struct Caller {

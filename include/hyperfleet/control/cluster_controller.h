@@ -51,6 +51,11 @@ class ClusterController {
     std::function<ClusterLiveness(const std::string& cluster_id)> liveness;
     std::function<void(const std::string& cluster_id, std::vector<SlurmMark> marks)>
         publish_slurm_marks;
+    /// Called after a commit that erased node records (`instance_ids`, terminated) or, with
+    /// `cluster_gone`, the cluster itself: what agents said about them can go.
+    std::function<void(const std::string& cluster_id, const std::vector<std::string>& instance_ids,
+                       bool cluster_gone)>
+        forget;
   };
 
   ClusterController(store::Store& store, provider::Provider& provider, const Clock& clock,

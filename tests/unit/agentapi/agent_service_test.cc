@@ -284,6 +284,36 @@ TEST_F(AgentServiceTest, HealthFaultsAndRecoveriesBecomeEventsOnce) {
   EXPECT_EQ(events().size(), 3u);
 }
 
+// Terminated instances and deleted clusters leave nothing in the liveness maps.
+TEST_F(AgentServiceTest, ForgottenInstancesAndClustersLeaveNothingBehind) {
+  const json report = {{"verdict", "ok"}, {"findings", json::array()}};
+  for (const char* id : {"i-00000000000000002", "i-00000000000000003"}) {
+    ASSERT_EQ(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}, {"health", report}}, id)
+                  .status, 200);
+  }
+  EXPECT_EQ(service_->clusterHealth("abcdefabcdef").nodes.size(), 2u);
+  EXPECT_EQ(service_->trackedForTest().first, 2u);
+
+  // Instance ...2 is terminated: its record is erased, then the controller says so.
+  auto gone = store_->node("abcdefabcdef", "i-00000000000000002").value();
+  store::WriteBatch b;
+  b.nodes.push_back({gone, gone.revision, /*erase=*/true});
+  ASSERT_TRUE(store_->commit(b).ok());
+  service_->forget("abcdefabcdef", {"i-00000000000000002"}, false);
+  EXPECT_EQ(service_->lastSeen().count("i-00000000000000002"), 0u);
+  EXPECT_EQ(service_->lastHealth().count("i-00000000000000002"), 0u);
+  EXPECT_EQ(service_->clusterHealth("abcdefabcdef").nodes.count("i-00000000000000002"), 0u);
+  // A late heartbeat from it is refused and adds nothing back.
+  EXPECT_EQ(call("POST", "/agent/v1/heartbeat", {{"health", report}}, "i-00000000000000002").status,
+            403);
+  EXPECT_EQ(service_->trackedForTest().first, 1u);
+
+  service_->setSlurmMarks("abcdefabcdef", {{"ip-10-224-0-3", "down", "Hyperfleet: test"}});
+  service_->forget("abcdefabcdef", {}, /*cluster_gone=*/true);
+  EXPECT_EQ(service_->trackedForTest(), (std::pair<size_t, size_t>{0, 0}));
+  EXPECT_TRUE(service_->clusterHealth("abcdefabcdef").nodes.empty());
+}
+
 TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {
   auto r = call("GET", "/agent/v1/bundle");
   ASSERT_EQ(r.status, 200) << r.body;

@@ -277,6 +277,35 @@ TEST_F(ControllerTest, ReplaceKeepsLogicalIdAndAddressUnderANewInstanceId) {
   EXPECT_TRUE(event);
 }
 
+// What agents said about an instance is dropped once its record is erased (terminated),
+// and everything about a cluster once the cluster is gone: nothing is kept for ever.
+TEST_F(ControllerTest, ErasedNodesAndClustersAreForgottenByTheAgentHooks) {
+  std::vector<std::string> forgotten;
+  std::vector<std::string> clusters_gone;
+  ClusterController::AgentHooks hooks;
+  hooks.forget = [&](const std::string& cluster_id, const std::vector<std::string>& ids,
+                     bool cluster_gone) {
+    forgotten.insert(forgotten.end(), ids.begin(), ids.end());
+    if (cluster_gone) clusters_gone.push_back(cluster_id);
+  };
+  controller_ = std::make_unique<ClusterController>(*store_, *provider_, clock_, ids_,
+                                                    ClusterController::Options{},
+                                                    std::move(hooks));
+  auto id = create({Group("workers", 2)});
+  settle(id);
+  ASSERT_EQ(cluster(id).status, cs::kInService);
+  EXPECT_TRUE(forgotten.empty());
+  const model::Node old = nodes(id)[0];
+  RequestRecovery(*store_, id, old.instance_id, "Replace", clock_.now());
+  settle(id);
+  EXPECT_EQ(forgotten, std::vector<std::string>{old.instance_id});
+  EXPECT_TRUE(clusters_gone.empty());
+  update(id, [](model::Cluster& c) { c.status = cs::kDeleting; });
+  settle(id);
+  // The workers may go one by one or with the cluster; either way the cluster is forgotten.
+  EXPECT_EQ(clusters_gone, std::vector<std::string>{id});
+}
+
 TEST_F(ControllerTest, RebootKeepsTheInstanceAndEndsWhenItBootedAgain) {
   auto id = create({Group("workers", 1)});
   settle(id);
