@@ -34,6 +34,23 @@ AccountingStorageHost=$ctl_host
 AccountingStoragePort=6819
 JobAcctGatherType=jobacct_gather/linux
 ACC
+  # At every later boot (a reboot keeps the disk; the scripts do not run again) slurmdbd
+  # must come up before slurmctld, which registers with it when it starts: order the units
+  # and let slurmctld wait (bounded) until slurmdbd listens.
+  mkdir -p /etc/systemd/system/slurmctld.service.d /etc/systemd/system/slurmdbd.service.d
+  cat > /etc/systemd/system/slurmdbd.service.d/10-hyperfleet-order.conf <<'UNIT'
+[Unit]
+Wants=mariadb.service
+After=mariadb.service
+UNIT
+  cat > /etc/systemd/system/slurmctld.service.d/10-hyperfleet-order.conf <<'UNIT'
+[Unit]
+Wants=slurmdbd.service
+After=slurmdbd.service
+[Service]
+ExecStartPre=-/bin/bash -c 'for _ in $(seq 1 150); do (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null && exit 0; sleep 0.2; done; echo "slurmdbd does not listen on 6819 yet; starting anyway" >&2'
+UNIT
+  systemctl daemon-reload
   systemctl enable --now slurmdbd
   # slurmctld registers the cluster with slurmdbd when it starts: slurmdbd must listen first.
   for _ in $(seq 1 150); do
