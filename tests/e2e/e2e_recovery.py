@@ -213,6 +213,36 @@ class RecoveryTest(SlurmClusterFixture):
         self.assertNotIn(final, (iid, first, second))
         self.check_no_leftovers()
 
+    def test_1b_a_failed_replacement_can_be_replaced_at_once_through_the_api(self):
+        # As a HyperPod user would: BatchReplaceClusterNodes on the node in Failure.
+        iid, logical, host = self.first_worker()
+        self.flag(True)
+        t0 = time.time()
+        try:
+            self.kill_node(iid)
+            _, m = wait_until(lambda: self.event_about(
+                rf"Replacing instance {iid} with (i-[0-9a-f]+)", t0), timeout=30, interval=0.2,
+                what="the dead worker replaced")
+            failed = m.group(1)
+            wait_until(lambda: [n for n in self.by_logical(logical) if n["InstanceId"] == failed
+                                and n["InstanceStatus"]["Status"] == "Failure"],
+                       timeout=120, interval=0.2, what="the replacement in Failure")
+        finally:
+            self.flag(False)
+        out = self.sm.batch_replace_cluster_nodes(ClusterName=self.cluster_name,
+                                                  NodeIds=[failed])
+        self.assertEqual(out.get("Successful"), [failed], out)
+        final = self.wait_healthy(logical, host)
+        print(f"failed replacement replaced through the API; healthy after "
+              f"{time.time() - t0:.1f} s")
+        descriptions = [e.get("Description", "") for e in self.events(t0)]
+        self.assertTrue(any(d.startswith(f"Replacing instance {failed} with {final} ")
+                            and "requested by BatchReplaceClusterNodes" in d
+                            for d in descriptions), descriptions)
+        self.assertFalse([d for d in descriptions if "retrying a failed replacement" in d],
+                         descriptions)
+        self.check_no_leftovers()
+
     def recover_across_a_restart(self, how, wait_for_lifecycle):
         iid, logical, host = self.first_worker()
         t0 = time.time()
