@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "hyperfleet/agent/health.h"
+#include "hyperfleet/agent/slurm_jobs.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -1110,6 +1111,17 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
       return ReloadSlurmOnNode(kind, before, after, *clock_);
     };
   }
+  // Task governance (slurm_jobs.h): governed jobs out, job actions in, on the controller.
+  SlurmJobs::Options jobs_options;
+  jobs_options.root = options_.root;
+  jobs_options.interval = interval;
+  jobs_options.query = options_.query_slurm_jobs;
+  if (!jobs_options.query && on_node) {
+    jobs_options.query = [this] { return CaptureNodeShell(SlurmJobsQuery(), *clock_); };
+  }
+  jobs_options.run = run;
+  jobs_options.active = [this] { return slurm_controller_.load() && lifecycle_done_.load(); };
+  SlurmJobs jobs(std::move(jobs_options), *clock_);
   HeartbeatHelpers helpers(
       interval, health, std::move(query), std::move(run), std::move(reload),
       [this] { return slurm_controller_.load() && lifecycle_done_.load(); }, *clock_);
@@ -1156,6 +1168,7 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
     }
     // The Slurm controller reports its nodes' states (node recovery, docs/resiliency.md).
     if (auto nodes = helpers.slurmNodes()) body["slurm_nodes"] = *nodes;
+    if (auto report = jobs.report()) body["slurm_jobs"] = *report;
     auto result = cp.PostJson("/agent/v1/heartbeat", body);
     if (!result.ok()) {
       spdlog::warn("heartbeat failed: {}", std::string(result.status().message()));
@@ -1163,6 +1176,7 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
     }
     const json& j = *result;
     if (j.contains("slurm_marks")) helpers.applyMarks(j["slurm_marks"]);
+    jobs.onResponse(j);
     // The control plane's clock, when it sends one (epoch seconds), for the clock check.
     if (j.contains("time") && j["time"].is_number()) {
       control_plane_time = TimeSample{clock_->now(), FromEpochSeconds(j["time"].get<double>())};

@@ -318,6 +318,10 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
           files.push_back(
               {{"path", "/opt/slurm/etc/gres.conf"}, {"mode", 0644}, {"content", *gres}});
         }
+        // slurm.conf names it (JobSubmitPlugins=lua): task governance holds jobs with it.
+        files.push_back({{"path", "/opt/slurm/etc/job_submit.lua"},
+                         {"mode", 0644},
+                         {"content", slurm::RenderJobSubmitLua()}});
       }
     }
   }
@@ -501,6 +505,12 @@ model::ClusterHealthView AgentService::clusterHealth(const std::string& cluster_
   return view;
 }
 
+void AgentService::setSlurmJobsHandler(
+    std::function<json(const std::string& cluster_id, const json* slurm_jobs)> handler) {
+  std::lock_guard lock(mu_);
+  slurm_jobs_handler_ = std::move(handler);
+}
+
 void AgentService::setSlurmMarks(const std::string& cluster_id,
                                  std::vector<model::SlurmMark> marks) {
   std::lock_guard lock(mu_);
@@ -652,6 +662,20 @@ http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& bod
         marks.push_back({{"node", m.node}, {"action", m.action}, {"reason", m.reason}});
       }
       out["slurm_marks"] = std::move(marks);
+    }
+  }
+  // Task governance: the controller's job report in, job actions and governed accounts out.
+  if (controller) {
+    std::function<json(const std::string&, const json*)> jobs;
+    {
+      std::lock_guard lock(mu_);
+      jobs = slurm_jobs_handler_;
+    }
+    if (jobs) {
+      json extra = jobs(caller.cluster.id, body.contains("slurm_jobs") ? &body["slurm_jobs"] : nullptr);
+      if (extra.is_object()) {
+        for (auto& [k, v] : extra.items()) out[k] = std::move(v);
+      }
     }
   }
   const json& seen = body.contains("files_revision") ? body["files_revision"] : json();

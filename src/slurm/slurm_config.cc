@@ -214,7 +214,10 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
       // the whole queue every 2 s instead of 60: a requeued job becomes eligible with no event
       // that would run the scheduler, so it waited up to a minute more (measured 10-25 s).
       "SchedulerParameters=batch_sched_delay=0,sched_interval=2\n",
-      "MpiDefault=none\nReturnToService=1\n");
+      "MpiDefault=none\nReturnToService=1\n",
+      // Task governance (docs/governance.md "On Slurm"): job_submit.lua holds the jobs of
+      // governed accounts at submission; the control plane releases them on admission.
+      "JobSubmitPlugins=lua\n");
   HF_ASSIGN_OR_RETURN(auto members, SlurmNodes(cluster, nodes, roles, catalog));
   std::string node_lines;
   std::map<std::string, std::vector<std::string>> partitions;  // name -> node names
@@ -275,6 +278,45 @@ StatusOr<std::string> RenderGresConf(const model::Cluster& cluster,
     }
   }
   return out;
+}
+
+std::string RenderJobSubmitLua() {
+  return R"lua(-- job_submit.lua of a Hyperfleet cluster, written by the control plane (task governance,
+-- docs/governance.md "On Slurm"). A job of a governed account (a team with a ComputeQuota on
+-- this cluster; the controller's agent keeps the list in the file below, one per line) is
+-- held at submission (priority 0, an administrator's hold that users cannot release) and runs
+-- once Hyperfleet's admission engine admits it. Other jobs pass unchanged.
+local GOVERNED = "/opt/slurm/etc/hyperfleet-governed-accounts"
+
+local function governed(account)
+  if account == nil or account == "" then return false end
+  local f = io.open(GOVERNED, "r")
+  if f == nil then return false end
+  for line in f:lines() do
+    if line == account then
+      f:close()
+      return true
+    end
+  end
+  f:close()
+  return false
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if governed(job_desc.account) then
+    job_desc.priority = 0
+    slurm.log_info("hyperfleet: job of governed account %s held until admitted",
+                   job_desc.account)
+  end
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+)lua";
 }
 
 }  // namespace hf::slurm

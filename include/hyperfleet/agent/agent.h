@@ -77,6 +77,10 @@ struct AgentOptions {
   /// Runs the scontrol commands (one per line) of the control plane's "slurm_marks".
   /// Empty: with root "/" a root shell runs them; under any other root nothing runs.
   std::function<bool(const std::string& script)> run_slurm_commands;
+  /// On the Slurm controller node, once its lifecycle scripts ran: returns SlurmJobsQuery()
+  /// output (slurm_jobs.h) for the heartbeat's "slurm_jobs" (task governance), or nullopt.
+  /// Empty: with root "/" the agent runs it; under any other root nothing is reported.
+  std::function<std::optional<std::string>()> query_slurm_jobs;
   /// Runs the node health checks (health.h) before each heartbeat and sends the report as
   /// the heartbeat's "health" member. Under a root other than "/" systemd units are never
   /// touched (see HealthMonitorOptions::run_command).

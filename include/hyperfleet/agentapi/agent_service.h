@@ -83,6 +83,14 @@ class AgentService {
   /// The Slurm node changes the controller node's agent of `cluster_id` gets in its next
   /// heartbeat responses ("slurm_marks"); replaces the previous list.
   void setSlurmMarks(const std::string& cluster_id, std::vector<model::SlurmMark> marks);
+  /// Task governance (docs/governance.md "On Slurm"): called on every heartbeat of a Slurm
+  /// controller's agent with the cluster id and the heartbeat's "slurm_jobs" (null when
+  /// absent); the members of the object it returns ("governance", "slurm_job_actions") are
+  /// added to the heartbeat response. Called outside the service's lock; must be
+  /// thread-safe. Empty (the default): nothing is added.
+  void setSlurmJobsHandler(
+      std::function<nlohmann::json(const std::string& cluster_id,
+                                   const nlohmann::json* slurm_jobs)> handler);
   /// Drops what agents said about instances that no longer exist (`instance_ids`, their
   /// records erased) or, with `cluster_gone`, about every instance of `cluster_id` and the
   /// cluster itself (its Slurm view, marks and controller group). A late request from a
@@ -150,6 +158,7 @@ class AgentService {
   /// Cluster id -> (when reported, the controller agent's `sinfo` view).
   std::map<std::string, std::pair<SystemTime, std::vector<model::SlurmNodeState>>> slurm_view_;
   std::map<std::string, std::vector<model::SlurmMark>> slurm_marks_;  ///< by cluster id
+  std::function<nlohmann::json(const std::string&, const nlohmann::json*)> slurm_jobs_handler_;
   std::map<std::string, std::string> controller_group_;  ///< by cluster id (last seen)
   /// Short: a user who fixes the file and creates the cluster again must see the fix.
   static constexpr Duration kParamsCacheTtl = std::chrono::seconds(5);

@@ -54,4 +54,11 @@ StatusOr<std::string> RenderGresConf(const model::Cluster& cluster,
                                      const SlurmRoles& roles,
                                      const model::InstanceCatalog& catalog);
 
+/// /opt/slurm/etc/job_submit.lua of the controller (slurm.conf has JobSubmitPlugins=lua):
+/// holds (priority 0) every job whose account is listed in
+/// /opt/slurm/etc/hyperfleet-governed-accounts (one account per line; written by the
+/// controller's agent from the heartbeat's "governance"); other jobs pass. A missing list
+/// governs nothing. Task governance: docs/governance.md "On Slurm".
+std::string RenderJobSubmitLua();
+
 }  // namespace hf::slurm

@@ -108,6 +108,7 @@ TEST(SlurmConf, HyperPodDialectWithResourcesFromTheCatalog) {
            "ClusterName=ml-cluster\n",
            "SlurmctldHost=ip-10-1-0-5(10.1.0.5)\n",
            "SlurmctldParameters=enable_configless\n",
+           "JobSubmitPlugins=lua\n",
            "SlurmdParameters=config_overrides\n",
            "TaskPlugin=task/none\n",
            "AuthInfo=cred_expire=5\n",
@@ -206,6 +207,17 @@ TEST(SlurmConf, NoControllerAddressYetAndUnknownTypes) {
                                  Node("worker-group-1", "10.1.0.6", 2)},
                              *roles, model::InstanceCatalog::Embedded());
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+}
+
+TEST(JobSubmitLua, HoldsGovernedAccountsOnly) {
+  const std::string lua = RenderJobSubmitLua();
+  // The entry points Slurm 22.05's job_submit/lua calls, and the list the agent writes.
+  EXPECT_NE(lua.find("function slurm_job_submit(job_desc, part_list, submit_uid)"),
+            std::string::npos);
+  EXPECT_NE(lua.find("function slurm_job_modify("), std::string::npos);
+  EXPECT_NE(lua.find("\"/opt/slurm/etc/hyperfleet-governed-accounts\""), std::string::npos);
+  EXPECT_NE(lua.find("job_desc.priority = 0"), std::string::npos);
+  EXPECT_NE(lua.find("return slurm.SUCCESS\n"), std::string::npos);
 }
 
 }  // namespace

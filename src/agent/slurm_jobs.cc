@@ -1,0 +1,240 @@
+#include "hyperfleet/agent/slurm_jobs.h"
+
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "hyperfleet/agent/agent.h"
+#include "spdlog/spdlog.h"
+
+namespace hf::agent {
+namespace {
+
+using nlohmann::json;
+
+// Slurm account and QOS names Hyperfleet creates: team names ([a-z0-9-]) and
+// "<class>-priority". Anything else never reaches a shell.
+bool SafeName(std::string_view s) {
+  return !s.empty() && s.size() <= 64 &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
+}
+
+// squeue/sinfo print times in the node's local time zone.
+double LocalEpochSeconds(const std::string& stamp) {
+  std::tm tm{};
+  if (strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return 0;
+  tm.tm_isdst = -1;
+  const time_t t = mktime(&tm);
+  return t > 0 ? static_cast<double>(t) : 0;
+}
+
+}  // namespace
+
+std::string SlurmJobsQuery() {
+  return "squeue -h -a -o '%i|%a|%q|%P|%D|%T|%V|%r' && echo '#partitions' && "
+         "sinfo -h -N -o '%N|%R'";
+}
+
+json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts) {
+  json jobs = json::array();
+  json partitions = json::object();
+  bool in_partitions = false;
+  std::istringstream lines{std::string(text)};
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "#partitions") {
+      in_partitions = true;
+      continue;
+    }
+    if (in_partitions) {
+      std::vector<std::string> f = absl::StrSplit(line, '|');
+      if (f.size() != 2) continue;
+      absl::StripAsciiWhitespace(&f[0]);
+      absl::StripAsciiWhitespace(&f[1]);
+      if (f[0].empty() || f[1].empty()) continue;
+      json& members = partitions[f[1]];
+      if (!members.is_array()) members = json::array();
+      members.push_back(f[0]);
+      continue;
+    }
+    // id|account|qos|partition|nodes|state|submit|reason (the reason last: it may hold '|').
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('|', 7));
+    if (f.size() != 8) continue;
+    for (auto& x : f) absl::StripAsciiWhitespace(&x);
+    uint64_t id = 0;
+    int nodes = 0;
+    if (!absl::SimpleAtoi(f[0], &id) || !absl::SimpleAtoi(f[4], &nodes)) continue;  // arrays
+    if (!accounts.count(f[1])) continue;
+    std::string qos = f[2];
+    if (qos == "normal" || qos == "(null)" || qos == "N/A") qos.clear();
+    json j = {{"id", id},          {"account", f[1]}, {"qos", qos},
+              {"partition", f[3]}, {"nodes", nodes},  {"state", absl::AsciiStrToUpper(f[5])},
+              {"submit_time", LocalEpochSeconds(f[6])},
+              {"reason", f[7]}};
+    jobs.push_back(std::move(j));
+  }
+  return json{{"jobs", std::move(jobs)}, {"partitions", std::move(partitions)}};
+}
+
+std::string SlurmJobActionCommands(const json& actions) {
+  std::string script;
+  if (!actions.is_array()) return script;
+  for (const auto& a : actions) {
+    if (!a.is_object() || !a.contains("job") || !a["job"].is_number_unsigned()) continue;
+    const std::string action = a.value("action", "");
+    if (action != "release" && action != "hold" && action != "requeuehold") continue;
+    // A job that ended meanwhile makes scontrol fail; the other actions still run.
+    absl::StrAppend(&script, "scontrol ", action, " ", a["job"].get<uint64_t>(),
+                    " || echo 'scontrol ", action, " failed'\n");
+  }
+  return script;
+}
+
+std::string SacctmgrCommands(const json& governance) {
+  std::string script =
+      "grep -qs 'accounting_storage/slurmdbd' /opt/slurm/etc/accounting.conf || exit 0\n";
+  bool any = false;
+  if (governance.contains("qos") && governance["qos"].is_array()) {
+    for (const auto& q : governance["qos"]) {
+      if (!q.is_object()) continue;
+      const std::string name = q.value("name", "");
+      const int priority = q.value("priority", 0);
+      if (!SafeName(name)) continue;
+      // "Nothing new added" exits non-zero: an existing QOS is fine.
+      absl::StrAppend(&script, "sacctmgr -i add qos ", name, " Priority=", priority,
+                      " >/dev/null 2>&1 || true\n");
+      any = true;
+    }
+  }
+  if (governance.contains("accounts") && governance["accounts"].is_array()) {
+    for (const auto& a : governance["accounts"]) {
+      if (!a.is_string() || !SafeName(a.get<std::string>())) continue;
+      // Slurm replaces an account its user has no association with by the user's default
+      // account (then the job is no longer the team's): the cluster's users join it.
+      absl::StrAppend(&script, "sacctmgr -i add account ", a.get<std::string>(),
+                      " >/dev/null 2>&1 || true\n",
+                      "for u in $(sacctmgr -n -P show user format=user); do sacctmgr -i add user "
+                      "\"$u\" account=", a.get<std::string>(), " >/dev/null 2>&1 || true; done\n");
+      any = true;
+    }
+  }
+  return any ? script : std::string();
+}
+
+SlurmJobs::SlurmJobs(Options options, const Clock& clock)
+    : options_(std::move(options)), clock_(clock) {
+  // After an agent restart the list written before is what job_submit.lua still reads.
+  std::ifstream in(NodePath(options_.root, kGovernedAccountsPath));
+  for (std::string line; std::getline(in, line);) {
+    if (SafeName(line)) accounts_.insert(line);
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+SlurmJobs::~SlurmJobs() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<json> SlurmJobs::report() {
+  std::lock_guard lock(mu_);
+  if (!report_ || clock_.now() - report_at_ > 3 * options_.interval) return std::nullopt;
+  return report_;
+}
+
+void SlurmJobs::onResponse(const json& response) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    if (response.contains("governance") && response["governance"].is_object()) {
+      if (response["governance"].dump() != applied_governance_) {
+        governance_ = response["governance"];
+        wake = true;
+      }
+    }
+    if (response.contains("slurm_job_actions") && response["slurm_job_actions"].is_array() &&
+        !response["slurm_job_actions"].empty()) {
+      actions_ = response["slurm_job_actions"];  // the latest view wins
+      wake = true;
+    }
+  }
+  if (wake) cv_.notify_all();
+}
+
+void SlurmJobs::ApplyGovernance(const json& governance) {
+  std::set<std::string> accounts;
+  if (governance.contains("accounts") && governance["accounts"].is_array()) {
+    for (const auto& a : governance["accounts"]) {
+      if (a.is_string() && SafeName(a.get<std::string>())) accounts.insert(a.get<std::string>());
+    }
+  }
+  // Accounts and QOS first: a job naming them must not be refused by slurmdbd's view.
+  const std::string sacctmgr = SacctmgrCommands(governance);
+  if (!sacctmgr.empty() && options_.run && !options_.run(sacctmgr)) {
+    spdlog::warn("creating the governance accounts and QOS with sacctmgr failed");
+  }
+  std::string content;
+  for (const auto& a : accounts) absl::StrAppend(&content, a, "\n");
+  NodeFile file{std::string(kGovernedAccountsPath), 0644, content};
+  if (Status s = WriteNodeFiles(options_.root, {file}); !s.ok()) {
+    spdlog::warn("governed accounts: {}", std::string(s.message()));
+    return;  // tried again with the next response
+  }
+  spdlog::info("task governance: governed Slurm accounts [{}]", absl::StrJoin(accounts, ", "));
+  std::lock_guard lock(mu_);
+  accounts_ = std::move(accounts);
+  applied_governance_ = governance.dump();
+}
+
+void SlurmJobs::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    const bool active = options_.active && options_.active();
+    std::optional<json> governance = std::move(governance_);
+    std::optional<json> actions = std::move(actions_);
+    governance_.reset();
+    actions_.reset();
+    lock.unlock();
+    std::optional<json> view;
+    if (active) {
+      if (governance) ApplyGovernance(*governance);
+      if (actions) {
+        const std::string script = SlurmJobActionCommands(*actions);
+        if (!script.empty()) {
+          spdlog::info("task governance job actions:\n{}", script);
+          if (options_.run && !options_.run(script)) {
+            spdlog::warn("task governance job actions failed");
+          }
+        }
+      }
+      std::set<std::string> accounts;
+      {
+        std::lock_guard l(mu_);
+        accounts = accounts_;
+      }
+      if (options_.query) {
+        if (auto text = options_.query()) view = ParseSlurmJobs(*text, accounts);
+      }
+    }
+    lock.lock();
+    if (view) {
+      report_ = std::move(*view);
+      report_at_ = clock_.now();
+    }
+    cv_.wait_for(lock, options_.interval, [&] { return stop_ || governance_ || actions_; });
+  }
+}
+
+}  // namespace hf::agent
