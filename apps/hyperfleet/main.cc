@@ -6,6 +6,7 @@
 #include "hyperfleet/cli/agent_command.h"
 #include "hyperfleet/cli/auto_resume_command.h"
 #include "hyperfleet/cli/image_command.h"
+#include "hyperfleet/cli/jobs_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/node_supervisor_command.h"
 #include "hyperfleet/cli/server_command.h"
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
   hf::cli::AddAgentCommand(app);
   hf::cli::AddAutoResumeCommand(app);
   hf::cli::AddImageCommand(app);
+  hf::cli::AddJobsCommand(app);
   hf::cli::AddLogsCommand(app);
   hf::cli::AddNodeSupervisorCommand(app);
   hf::cli::AddSsmCommand(app);

@@ -29,6 +29,7 @@
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/common/paths.h"
 #include "hyperfleet/control/cluster_controller.h"
+#include "hyperfleet/control/governance_loop.h"
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/logs/log_operations.h"
 #include "hyperfleet/logs/log_store.h"
@@ -198,6 +199,12 @@ Status RunServer(const ServerFlags& flags) {
         if (auto* c = controller_ptr.load()) c->enqueue(id);
       },
       clock, ids, agent_options);
+  // Task governance on Slurm: the controller agents' job reports drive one admission
+  // engine per cluster (docs/governance.md "On Slurm").
+  control::GovernanceLoop governance_loop(*store, model::InstanceCatalog::Embedded(), clock);
+  agents.setSlurmJobsHandler([&governance_loop](const std::string& id, const nlohmann::json* jobs) {
+    return governance_loop.onHeartbeat(id, jobs);
+  });
 
   std::unique_ptr<provider::Provider> provider;
   if (flags.provider == "fake") {
@@ -284,6 +291,8 @@ Status RunServer(const ServerFlags& flags) {
   logs_config.account_id = flags.account_id;
   logs::LogOperations log_operations(*log_store, logs_config);
   handler.addService(log_operations);
+  control::JobsService jobs_service(*store, governance_loop);  // hyperfleet jobs why
+  handler.addService(jobs_service);
 
   http::HttpServerOptions http_options;
   http_options.host = listen.first;

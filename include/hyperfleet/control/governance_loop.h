@@ -1,0 +1,80 @@
+#pragma once
+// Task governance on Slurm (docs/governance.md "On Slurm"): the control plane's side of the
+// loop. The Slurm controller's agent reports the jobs of governed accounts with every
+// heartbeat ("slurm_jobs", slurm_jobs.h); this keeps one admission engine per cluster, fed
+// from the stored ClusterSchedulerConfig and ComputeQuotas and from the instance types of the
+// nodes in Slurm's partitions, turns the reports into workload events (submit, finish) and
+// the engine's admissions and preemptions into job actions for the agent (release,
+// requeuehold, hold). Nothing new is stored: after a restart the engine is rebuilt from
+// Slurm's view (a governed job that runs, or waits released, counts as admitted).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/api/api_handler.h"
+#include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/model/instance_catalog.h"
+#include "hyperfleet/store/store.h"
+
+namespace hf::control {
+
+/// The engines of every Slurm cluster. Thread-safe (one lock; a report is handled in well
+/// under a millisecond for the sizes a heartbeat carries).
+class GovernanceLoop {
+ public:
+  GovernanceLoop(store::Store& store, const model::InstanceCatalog& catalog, const Clock& clock);
+  ~GovernanceLoop();
+
+  /// Handles one heartbeat of cluster `cluster_id`'s Slurm controller agent: `slurm_jobs` is
+  /// its report (ParseSlurmJobs' shape; null when it sent none). Returns the members to add
+  /// to the heartbeat response: "governance" {"accounts": [team...], "qos": [{"name":
+  /// "<class>-priority", "priority": weight}]} always, and "slurm_job_actions" [{"job",
+  /// "action"}] when a job's Slurm state differs from the engine's decision. Store errors
+  /// are logged and give an empty object (the agent keeps what it has).
+  nlohmann::json onHeartbeat(const std::string& cluster_id, const nlohmann::json* slurm_jobs);
+
+  /// Why job `job` of cluster `cluster_id` is (not) running: {"JobId", "Team",
+  /// "InstanceType", "PriorityClass", "SlurmState", "Verdict", "Reason", "Text" (the
+  /// rendering `hyperfleet jobs why` prints), "Resources": [{"Resource", "Request",
+  /// "Nominal", "Usage", "BorrowLimit", "Borrowable", "IdleInCohort", "Available",
+  /// "Potential"}] (engine units: accelerators, milli-vCPU, MiB; each also in instances of
+  /// the type), "JobsAhead", "FirstAhead"}. Errors: NotFound when the cluster reported no
+  /// such governed job.
+  StatusOr<nlohmann::json> why(const std::string& cluster_id, uint64_t job) const;
+
+  struct ClusterState;
+
+ private:
+  store::Store& store_;
+  const model::InstanceCatalog& catalog_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<ClusterState>> clusters_;  ///< by cluster id
+};
+
+/// `hyperfleet jobs why` on the API endpoint: a small AWS JSON 1.1 service, target prefix
+/// "Hyperfleet" (X-Amz-Target: Hyperfleet.DescribeJobAdmission), signed for "sagemaker".
+/// DescribeJobAdmission {"ClusterName" (name or ARN), "JobId" (Slurm job id, a string of
+/// digits)} returns GovernanceLoop::why plus "ClusterName". Errors: ResourceNotFound for an
+/// unknown cluster or job, ValidationException for a JobId that is not a number.
+class JobsService final : public api::JsonService {
+ public:
+  JobsService(store::Store& store, const GovernanceLoop& loop);
+  std::string_view targetPrefix() const override { return "Hyperfleet"; }
+  std::string_view signingName() const override { return "sagemaker"; }
+  const model::ServiceModel& model() const override { return *model_; }
+  std::string_view validationErrorType() const override { return "ValidationException"; }
+  StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) override;
+
+ private:
+  store::Store& store_;
+  const GovernanceLoop& loop_;
+  std::shared_ptr<const model::ServiceModel> model_;
+};
+
+}  // namespace hf::control
