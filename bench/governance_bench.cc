@@ -1,13 +1,22 @@
 // governance_bench: the task-governance admission engine in virtual time (engine only, no
 // I/O) on the seeded traces of ../shared/research/governance.md §5 (tiers S, M, L). Prints
 // decisions per CPU-second, cycle latency, bytes per pending workload, fairness error,
-// lender reclaim latency and invariant violations. See bench/README.md.
+// lender reclaim latency and invariant violations. With --kueue it replays Kueue's own
+// `baseline` or `large-scale` scheduler performance scenario in real (wall-clock) time
+// (tier K). See bench/README.md.
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <memory>
+#include <queue>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "CLI/CLI.hpp"
 #include "hyperfleet/governance/trace.h"
@@ -58,6 +67,218 @@ void Print(const Row& r) {
   std::fflush(stdout);
 }
 
+// ---- tier K: Kueue's scheduler performance scenarios, replayed in real time ----
+
+// One workload class of a Kueue scenario (per ClusterQueue: `count` workloads created one
+// every `interval_ms`, each requesting `cpu` CPUs and finishing `runtime_ms` after its
+// admission).
+struct KueueClass {
+  const char* name;
+  int count;
+  int cpu;
+  int runtime_ms;
+  int kueue_priority;  // the scenario's WorkloadPriorityClass value
+  int interval_ms;
+  double kueue_tta_ms;  // Kueue's published mean time to admission
+};
+
+struct KueueScenario {
+  const char* name;
+  int cohorts;
+  int cqs_per_cohort;
+  KueueClass cls[3];
+  double kueue_wall_s;
+  double kueue_usage_pct;
+};
+
+// governance.md §4 (kubernetes-sigs/kueue test/performance/scheduler/configs/*): every CQ
+// has nominal 20 CPU, borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue
+// LowerPriority.
+const KueueScenario kBaseline{"baseline", 5, 6,
+                              {{"small", 350, 1, 200, 50, 100, 215'468},
+                               {"medium", 100, 5, 500, 100, 500, 76'768},
+                               {"large", 50, 20, 1000, 200, 1200, 16'501}},
+                              351.116, 55.9};
+const KueueScenario kLargeScale{"large-scale", 10, 100,
+                                {{"small", 35, 1, 150, 50, 60, 700'379},
+                                 {"medium", 11, 5, 350, 100, 300, 256'413},
+                                 {"large", 4, 20, 700, 200, 700, 105'604}},
+                                1179.411, 38.64};
+
+// Replays `sc` in real time: one engine per Kueue cohort (a cluster), one team per
+// ClusterQueue. Workloads are submitted at their creation time on the wall clock; the
+// engine runs a cycle whenever an event (creation or finish) arrives; an admitted workload
+// finishes runtime_ms later (a preempted one restarts from zero when re-admitted).
+void RunKueue(const KueueScenario& sc, bool fair_share) {
+  using Clock = std::chrono::steady_clock;
+  const int nominal_cpu = 20, borrow_cpu = 100;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int c = 0; c < sc.cohorts; ++c) {
+    auto e = std::make_unique<Engine>();
+    InstanceTypeCapacity cpu{"cpu", 1, 0, 0, int64_t{sc.cqs_per_cohort} * nominal_cpu};
+    (void)e->SetCapacity({cpu});
+    SchedulerPolicy pol;
+    pol.fair_share = fair_share;
+    pol.idle_resource_sharing = false;
+    // Class weights are 0..100 in HyperPod; only their order matters to the engine, so
+    // Kueue's 50 / 100 / 200 become 25 / 50 / 100.
+    for (const KueueClass& k : sc.cls) pol.priority_classes.push_back({k.name, k.kueue_priority / 2});
+    (void)e->SetPolicy(pol);
+    for (int q = 0; q < sc.cqs_per_cohort; ++q) {
+      TeamQuota tq;
+      tq.team = "cq-" + std::to_string(q);
+      tq.resources.push_back({"cpu", nominal_cpu, {}, {}, {}});
+      tq.absolute_borrow_limits.push_back({"cpu", borrow_cpu, {}, {}, {}});
+      tq.strategy = SharingStrategy::kLendAndBorrow;
+      tq.preempt_team_tasks = PreemptTeamTasks::kLowerPriority;
+      tq.fair_share_weight = 1;
+      (void)e->UpsertQuota(tq);
+    }
+    engines.push_back(std::move(e));
+  }
+  struct Arrival {
+    int64_t at_ms;
+    int cohort;
+    int cls;
+    WorkloadSpec spec;
+  };
+  std::vector<Arrival> arrivals;
+  uint64_t next_id = 1;
+  double work_cpu_ms = 0;
+  int64_t last_end_bound = 0;
+  for (int c = 0; c < sc.cohorts; ++c)
+    for (int q = 0; q < sc.cqs_per_cohort; ++q)
+      for (int k = 0; k < 3; ++k)
+        for (int i = 0; i < sc.cls[k].count; ++i) {
+          Arrival a{int64_t{i} * sc.cls[k].interval_ms, c, k, {}};
+          a.spec.id = next_id++;
+          a.spec.team = "cq-" + std::to_string(q);
+          a.spec.priority_class = sc.cls[k].name;
+          a.spec.submit_time_ms = a.at_ms;
+          a.spec.instance_type = "cpu";
+          a.spec.count = 1;
+          a.spec.per_pod = Resources{0, int64_t{sc.cls[k].cpu} * 1000, 0};
+          work_cpu_ms += double(sc.cls[k].cpu) * sc.cls[k].runtime_ms;
+          last_end_bound = std::max(last_end_bound, a.at_ms + sc.cls[k].runtime_ms);
+          arrivals.push_back(std::move(a));
+        }
+  std::stable_sort(arrivals.begin(), arrivals.end(),
+                   [](const Arrival& a, const Arrival& b) { return a.at_ms < b.at_ms; });
+  // Physical floor: a cohort cannot finish before its work over its capacity, nor before
+  // its last workload was created and ran.
+  const double cohort_cpu = double(sc.cqs_per_cohort) * nominal_cpu;
+  const double floor_s =
+      std::max(work_cpu_ms / sc.cohorts / cohort_cpu, double(last_end_bound)) / 1000.0;
+
+  struct Job {
+    int cohort, cls;
+    int64_t created_ms = 0, admitted_ms = -1;
+    uint64_t epoch = 0;
+    int cpu = 0;
+  };
+  std::unordered_map<uint64_t, Job> jobs;
+  struct Finish {
+    int64_t at_ms;
+    uint64_t id, epoch;
+    bool operator>(const Finish& o) const { return at_ms != o.at_ms ? at_ms > o.at_ms : id > o.id; }
+  };
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes;
+  std::vector<char> dirty(sc.cohorts, 0);
+  double usage_cpu = 0, usage_integral = 0;  // CPU in use, ∫ CPU dt (CPU·ms)
+  int64_t last_change = 0, done = 0, preemptions = 0, cycles = 0;
+  double tta_sum[3] = {0, 0, 0};
+  int64_t tta_n[3] = {0, 0, 0};
+  double engine_cpu_s = 0, late_ms_max = 0;
+  const auto start = Clock::now();
+  auto now_ms = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
+  auto account = [&](int64_t t) {
+    usage_integral += usage_cpu * double(t - last_change);
+    last_change = t;
+  };
+  size_t next = 0;
+  const int64_t total = static_cast<int64_t>(arrivals.size());
+  while (done < total) {
+    int64_t due = std::numeric_limits<int64_t>::max();
+    if (next < arrivals.size()) due = arrivals[next].at_ms;
+    if (!finishes.empty()) due = std::min(due, finishes.top().at_ms);
+    if (due == std::numeric_limits<int64_t>::max()) {
+      std::printf("K/%s: stuck with %lld of %lld done\n", sc.name, (long long)done,
+                  (long long)total);
+      return;
+    }
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(due));
+    const double wall = now_ms();
+    const int64_t t = static_cast<int64_t>(wall);
+    late_ms_max = std::max(late_ms_max, wall - double(due));
+    const double c0 = CpuSeconds();
+    account(t);
+    while (!finishes.empty() && finishes.top().at_ms <= t) {
+      const Finish f = finishes.top();
+      finishes.pop();
+      Job& j = jobs[f.id];
+      if (j.epoch != f.epoch || j.admitted_ms < 0) continue;  // preempted meanwhile
+      (void)engines[j.cohort]->Remove(f.id);
+      usage_cpu -= j.cpu;
+      ++done;
+      dirty[j.cohort] = 1;
+    }
+    while (next < arrivals.size() && arrivals[next].at_ms <= t) {
+      const Arrival& a = arrivals[next++];
+      (void)engines[a.cohort]->Submit(a.spec);
+      jobs[a.spec.id] = Job{a.cohort, a.cls, t, -1, 0, sc.cls[a.cls].cpu};
+      dirty[a.cohort] = 1;
+    }
+    for (int c = 0; c < sc.cohorts; ++c) {
+      if (!dirty[c]) continue;
+      dirty[c] = 0;
+      const CycleResult res = engines[c]->RunCycle(t);
+      ++cycles;
+      for (const Admission& ad : res.admitted) {
+        for (const Preemption& p : ad.victims) {
+          Job& v = jobs[p.victim];
+          ++v.epoch;
+          v.admitted_ms = -1;
+          usage_cpu -= v.cpu;
+          ++preemptions;
+        }
+        Job& j = jobs[ad.id];
+        j.admitted_ms = t;
+        ++j.epoch;
+        usage_cpu += j.cpu;
+        finishes.push({t + sc.cls[j.cls].runtime_ms, ad.id, j.epoch});
+      }
+    }
+    engine_cpu_s += CpuSeconds() - c0;
+  }
+  const double wall_s = now_ms() / 1000.0;
+  account(static_cast<int64_t>(wall_s * 1000));
+  // Time to admission counts the admission that ran to completion.
+  for (const auto& [id, j] : jobs) {
+    tta_sum[j.cls] += double(j.admitted_ms - j.created_ms);
+    ++tta_n[j.cls];
+  }
+  const double usage_pct =
+      100.0 * usage_integral / (wall_s * 1000.0 * cohort_cpu * sc.cohorts);
+  std::printf(
+      "K/%s (%s, %d cohorts x %d CQs, %lld workloads, real time): wall %.1f s; physical "
+      "floor %.1f s (%.1f%% above); Kueue %.1f s (%.1fx faster)\n"
+      "             mean time to admission (Kueue): ",
+      sc.name, fair_share ? "FairShare Enabled" : "FairShare Disabled", sc.cohorts,
+      sc.cqs_per_cohort, (long long)total, wall_s, floor_s, 100.0 * (wall_s / floor_s - 1),
+      sc.kueue_wall_s, sc.kueue_wall_s / wall_s);
+  for (int k = 0; k < 3; ++k)
+    std::printf("%s %.0f ms (%.0f)%s", sc.cls[k].name, tta_n[k] ? tta_sum[k] / tta_n[k] : 0.0,
+                sc.cls[k].kueue_tta_ms, k < 2 ? ", " : "\n");
+  std::printf(
+      "             mean CQ usage %.1f%% of nominal (Kueue %.1f%%); preemptions %lld; cycles "
+      "%lld; engine CPU %.3f s; max wake-up lateness %.1f ms\n",
+      usage_pct, sc.kueue_usage_pct, (long long)preemptions, (long long)cycles, engine_cpu_s,
+      late_ms_max);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +289,7 @@ int main(int argc, char** argv) {
   bool check = true;
   int full_every = 0;
   std::string modes = "fair,fcfs";
+  std::string kueue;
   app.add_option("--tiers", tiers, "comma-separated tiers: S, M, L");
   app.add_option("--seed", seed, "trace seed");
   app.add_option("--workloads", workloads, "override the tier's workload count");
@@ -75,7 +297,19 @@ int main(int argc, char** argv) {
   app.add_option("--full-check-every", full_every,
                  "whole-queue checks every N cycles (0: S every cycle, M/L every 100)");
   app.add_option("--modes", modes, "fair, fcfs or both");
+  app.add_option("--kueue", kueue,
+                 "replay Kueue's scenario in real time instead of the tiers: baseline, "
+                 "large-scale or both (comma-separated); --modes picks FairShare");
   CLI11_PARSE(app, argc, argv);
+
+  if (!kueue.empty()) {
+    for (const KueueScenario* sc : {&kBaseline, &kLargeScale}) {
+      if (kueue.find(sc->name) == std::string::npos) continue;
+      for (const std::string mode : {"fcfs", "fair"})
+        if (modes.find(mode) != std::string::npos) RunKueue(*sc, mode == "fair");
+    }
+    return 0;
+  }
 
   for (char tier : tiers) {
     if (tier == ',') continue;

@@ -198,6 +198,8 @@ struct TeamFlavor {
   std::vector<uint32_t> never_fit;
   std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
   std::array<Resources, kClassSlots> admitted_usage_by_class{};
+  // Admitted workloads by request shape (shape, count): which victim sizes the team has.
+  std::vector<std::pair<uint32_t, uint32_t>> admitted_shapes;
   // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
   Resources min_req{};      // componentwise minimum request
   int32_t max_prio = 0;
@@ -594,6 +596,23 @@ struct Engine::Impl {
     x.admitted_by_class[slot] += sign;
     const Resources& req = ReqOf(w);
     for (int r = 0; r < kNumResources; ++r) x.admitted_usage_by_class[slot][r] += sign * req[r];
+    auto& v = x.admitted_shapes;
+    auto it = std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.first == w.shape; });
+    if (it == v.end()) it = v.insert(v.end(), {w.shape, 0});
+    it->second += sign;
+    if (it->second == 0) {
+      *it = v.back();
+      v.pop_back();
+    }
+  }
+
+  // Whether team u has an admitted workload on f whose eviction keeps u at or above nominal
+  // on every resource `req` needs (the fair-sharing victim rule; see FairTargets).
+  bool HasFairVictimSize(const Team& u, uint16_t f, const Resources& req) const {
+    const TeamFlavor& x = u.tf[f];
+    for (const auto& [shape, n] : x.admitted_shapes)
+      if (StaysAtNominal(u, f, req, shapes[shape])) return true;
+    return false;
   }
 
   // Usage of the team's admitted workloads of f with priority below `prio`.
@@ -628,8 +647,16 @@ struct Engine::Impl {
       if (x.usage[r] + req[r] > x.nominal[r]) nominal = false;
     }
     if (fits || nominal) return true;
-    if (t.preempt == PreemptTeamTasks::kLowerPriority && prio > MinAdmittedPrio(x)) {
-      const Resources lower = LowerUsage(x, prio);
+    // Beyond unused nominal, available never exceeds nominal + borrow limit − usage, and
+    // only the team's own victims lower its usage: (c) and (d) need this cap.
+    Resources lower{};
+    const bool in_team =
+        t.preempt == PreemptTeamTasks::kLowerPriority && prio > MinAdmittedPrio(x);
+    if (in_team) lower = LowerUsage(x, prio);
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
+        return false;
+    if (in_team) {
       bool ok = true;
       for (int r = 0; r < kNumResources; ++r)
         if (req[r] > 0 && req[r] > avail[r] + lower[r]) ok = false;
@@ -895,10 +922,37 @@ struct Engine::Impl {
         if (k.team == ti) continue;
         const Team& u = teams[k.team];
         if (u.tf[f].admitted.empty() || !BorrowingOn(u, f, ReqOf(w))) continue;
+        if (by_share && !HasFairVictimSize(u, f, ReqOf(w))) continue;
         other_teams.push_back(k.team);
       }
     }
     if (same.empty() && other_teams.empty()) return false;
+    // Necessary room: available grows at most by what the victims free. Own lower-priority
+    // workloads free their usage; a fair-sharing target team at most its usage above
+    // nominal (a victim may not take it below), any other target at most its usage.
+    {
+      const Resources& req = ReqOf(w);
+      Resources room;
+      for (int r = 0; r < kNumResources; ++r) room[r] = Available(t, f, r);
+      for (uint32_t ci : same)
+        for (int r = 0; r < kNumResources; ++r) room[r] += ReqOf(wls[ci])[r];
+      const bool fair_only = fair && !within_nominal;
+      for (uint32_t ui : other_teams) {
+        const TeamFlavor& ux = teams[ui].tf[f];
+        for (int r = 0; r < kNumResources; ++r)
+          room[r] += fair_only ? Sat0(ux.usage[r] - ux.nominal[r]) : ux.usage[r];
+      }
+      Resources own_freed{};
+      for (uint32_t ci : same)
+        for (int r = 0; r < kNumResources; ++r) own_freed[r] += ReqOf(wls[ci])[r];
+      const TeamFlavor& x = t.tf[f];
+      for (int r = 0; r < kNumResources; ++r) {
+        if (req[r] <= 0) continue;
+        if (req[r] > room[r]) return false;
+        // Available never exceeds nominal + borrow limit − usage (see MayAdmit).
+        if (req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + own_freed[r]) return false;
+      }
+    }
     std::vector<uint32_t> chosen;
     std::vector<PreemptionReason> reasons;
     auto take = [&](uint32_t ci, PreemptionReason why) {
@@ -1075,10 +1129,22 @@ struct Engine::Impl {
         }
         const Share best_share = top.share;
         if (!tg.loaded) {
-          tg.cands = teams[tg.team].tf[f].admitted;
+          const std::vector<uint32_t>& adm = teams[tg.team].tf[f].admitted;
+          if (within_nominal) {
+            tg.cands = adm;
+          } else {
+            // Only candidates that may be fair-sharing victims now: the target's usage only
+            // falls during the search, so those left out stay out.
+            tg.cands.clear();
+            for (uint32_t c : adm)
+              if (!AdmittedThisCycle(c) &&
+                  StaysAtNominal(teams[tg.team], f, req, ReqOf(wls[c])))
+                tg.cands.push_back(c);
+          }
           std::make_heap(tg.cands.begin(), tg.cands.end(), after);
           tg.left = tg.cands.size();
           tg.loaded = true;
+          if (tg.left == 0) continue;
         }
         const uint32_t ci = front(tg);
         if (tg.team == ti) {
@@ -1650,6 +1716,7 @@ Status Engine::SetPolicy(const SchedulerPolicy& policy) {
       }
       x.admitted_by_class = {};
       x.admitted_usage_by_class = {};
+      x.admitted_shapes.clear();
       for (uint32_t wi : x.admitted) {
         Wl& w = m.wls[wi];
         w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
