@@ -1840,6 +1840,138 @@ std::vector<QuotaExcess> Engine::QuotaExcessReport() const {
 int64_t Engine::PendingCount() const { return impl_->pending_count; }
 int64_t Engine::AdmittedCount() const { return impl_->admitted_count; }
 
+Status Engine::CheckConsistency() const {
+  const Impl& m = *impl_;
+  auto bad = [](auto&&... parts) { return absl::InternalError(absl::StrCat(parts...)); };
+  int64_t pending = 0, admitted = 0;
+  Resources lendable{};
+  for (const Flavor& fl : m.flavors)
+    for (int r = 0; r < kNumResources; ++r) lendable[r] += fl.subtree[r];
+  if (lendable != m.lendable_) return bad("lendable total is stale");
+  for (size_t f = 0; f < m.flavors.size(); ++f) {
+    const Flavor& fl = m.flavors[f];
+    Resources cohort_usage{};
+    // Borrowers of f by brute force, in the order the set must have: share descending,
+    // then team index.
+    std::vector<std::pair<Share, uint32_t>> want;
+    for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
+      const Team& t = m.teams[ti];
+      const TeamFlavor& x = t.tf[f];
+      for (int r = 0; r < kNumResources; ++r) cohort_usage[r] += Sat0(x.usage[r] - x.local[r]);
+      bool borrowing = false;
+      for (int r = 0; r < kNumResources; ++r) borrowing |= x.usage[r] > x.nominal[r];
+      if (borrowing) want.emplace_back(m.ShareOf(t, -1, Resources{}), ti);
+      if (borrowing != x.in_borrowers)
+        return bad("team ", t.name, " on ", fl.cap.name, ": borrower flag is stale");
+    }
+    if (cohort_usage != fl.usage) return bad(fl.cap.name, ": cohort usage is stale");
+    std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+      const int c = Share::Cmp(a.first, b.first);
+      return c != 0 ? c > 0 : a.second < b.second;
+    });
+    if (want.size() != fl.borrowers.size())
+      return bad(fl.cap.name, ": ", fl.borrowers.size(), " teams in the borrower set, ",
+                 want.size(), " borrow");
+    size_t i = 0;
+    for (const ShareKey& k : fl.borrowers) {
+      if (k.team != want[i].second || Share::Cmp(k.share, want[i].first) != 0)
+        return bad(fl.cap.name, ": borrower set position ", i, " holds team ", k.team,
+                   ", brute force says team ", want[i].second);
+      ++i;
+    }
+    // The largest other share, as the admission filter reads it.
+    for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
+      std::optional<Share> brute;
+      for (const auto& [sh, u] : want)
+        if (u != ti && (!brute || *brute < sh)) brute = sh;
+      const auto got = m.MaxOtherBorrowerShare(static_cast<uint16_t>(f), ti);
+      if (brute.has_value() != got.has_value() || (brute && Share::Cmp(*brute, *got) != 0))
+        return bad(fl.cap.name, ": largest borrower share other than team ", ti, " is wrong");
+    }
+  }
+  for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
+    const Team& t = m.teams[ti];
+    Resources borrowed{};
+    for (size_t f = 0; f < m.flavors.size(); ++f) {
+      const TeamFlavor& x = t.tf[f];
+      const std::string where = absl::StrCat("team ", t.name, " on ", m.flavors[f].cap.name);
+      int64_t n = 0;
+      bool any = false;
+      Resources min_req{};
+      int32_t max_prio = 0;
+      for (size_t a = 0; a < x.buckets.size(); ++a) {
+        const Bucket& b = *x.buckets[a];
+        if (b.q.empty()) continue;
+        const int32_t prio = b.cls == kNoClass ? 0 : m.class_weight[b.cls];
+        if (b.prio != prio) return bad(where, ": bucket priority is stale");
+        for (size_t c = a + 1; c < x.buckets.size(); ++c)
+          if (!x.buckets[c]->q.empty() && x.buckets[c]->cls == b.cls &&
+              x.buckets[c]->shape == b.shape)
+            return bad(where, ": two buckets for one class and request");
+        for (uint32_t wi : b.q) {
+          const Wl& w = m.wls[wi];
+          if (w.state != WlState::kPending || w.team != ti || w.flavor != f ||
+              w.cls != b.cls || w.shape != b.shape || w.prio != b.prio)
+            return bad(where, ": workload ", w.id, " is in the wrong bucket");
+          ++n;
+        }
+        const Resources& req = m.shapes[b.shape];
+        if (!any) {
+          min_req = req;
+          max_prio = b.prio;
+        }
+        for (int r = 0; r < kNumResources; ++r) min_req[r] = std::min(min_req[r], req[r]);
+        max_prio = std::max(max_prio, b.prio);
+        any = true;
+      }
+      if (n != x.npending) return bad(where, ": ", x.npending, " pending counted, ", n, " queued");
+      if (any && !x.summary_dirty && (min_req != x.min_req || max_prio != x.max_prio))
+        return bad(where, ": queue summary is stale");
+      if (n > 0) {
+        const auto& q = m.flavors[f].queued;
+        if (!x.listed || std::find(q.begin(), q.end(), ti) == q.end())
+          return bad(where, ": queue with pending workloads is not listed");
+      }
+      pending += n + static_cast<int64_t>(x.never_fit.size());
+      admitted += static_cast<int64_t>(x.admitted.size());
+      std::array<uint32_t, kClassSlots> by_class{};
+      std::array<Resources, kClassSlots> usage_by_class{};
+      std::vector<std::pair<uint32_t, uint32_t>> shapes;
+      Resources usage{};
+      for (size_t k = 0; k < x.admitted.size(); ++k) {
+        const Wl& w = m.wls[x.admitted[k]];
+        if (w.state != WlState::kAdmitted || w.pos != k)
+          return bad(where, ": admitted workload ", w.id, " has a stale state or position");
+        const int slot = ClassSlot(w.cls);
+        ++by_class[slot];
+        for (int r = 0; r < kNumResources; ++r) {
+          usage_by_class[slot][r] += m.shapes[w.shape][r];
+          usage[r] += m.shapes[w.shape][r];
+        }
+        auto it = std::find_if(shapes.begin(), shapes.end(),
+                               [&](const auto& e) { return e.first == w.shape; });
+        if (it == shapes.end()) shapes.push_back({w.shape, 1});
+        else ++it->second;
+      }
+      if (usage != x.usage) return bad(where, ": usage differs from the admitted workloads");
+      if (by_class != x.admitted_by_class || usage_by_class != x.admitted_usage_by_class)
+        return bad(where, ": per-class admitted counts are stale");
+      auto sorted = x.admitted_shapes;
+      std::sort(sorted.begin(), sorted.end());
+      std::sort(shapes.begin(), shapes.end());
+      if (sorted != shapes) return bad(where, ": admitted shapes are stale");
+      for (int r = 0; r < kNumResources; ++r) borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
+    }
+    if (borrowed != t.borrowed) return bad("team ", t.name, ": borrowed total is stale");
+    if (Share::Cmp(t.share, m.ShareOf(t, -1, Resources{})) != 0)
+      return bad("team ", t.name, ": cached share is stale");
+  }
+  if (pending != m.pending_count) return bad("pending count ", m.pending_count, " vs ", pending);
+  if (admitted != m.admitted_count)
+    return bad("admitted count ", m.admitted_count, " vs ", admitted);
+  return absl::OkStatus();
+}
+
 int64_t Engine::ApproxWorkloadBytes() const {
   const Impl& m = *impl_;
   // Workload slots + id index + one red-black node (4-byte key + 4 words, rounded to the

@@ -241,6 +241,11 @@ class Engine {
   int64_t AdmittedCount() const;
   /// Bytes the engine holds for its workloads and queues (approximate, for the benchmark).
   int64_t ApproxWorkloadBytes() const;
+  /// Verifies the engine's incremental indexes (per-type borrower sets and their order by
+  /// weighted share, pending equivalence classes, queue summaries, per-class admitted
+  /// usage, counters) against a recomputation from scratch. For tests: O(workloads + teams²
+  /// × types). Internal error naming the first mismatch.
+  Status CheckConsistency() const;
 
  private:
   struct Impl;
