@@ -33,7 +33,9 @@ enum class SlurmPhase {
 
 SlurmPhase PhaseOf(const std::string& state, const std::string& reason) {
   if (state == "PENDING") {
-    return absl::StrContains(reason, "Held") ? SlurmPhase::kHeld : SlurmPhase::kWaiting;
+    // JobHeldAdmin, JobHeldUser, and after requeuehold "job requeued in held state".
+    return absl::StrContains(absl::AsciiStrToLower(reason), "held") ? SlurmPhase::kHeld
+                                                                    : SlurmPhase::kWaiting;
   }
   if (state == "REQUEUE_HOLD" || state == "SPECIAL_EXIT") return SlurmPhase::kHeld;
   if (state == "COMPLETING" || state == "REQUEUED" || state == "REQUEUE_FED" ||
@@ -478,7 +480,10 @@ StatusOr<json> GovernanceLoop::why(const std::string& cluster_id, uint64_t id) c
   }
   out["Text"] = absl::StrCat(gov::RenderWhyPending(w), instances_line, "  slurm: ", job.state,
                              job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")",
-                             ", ", std::string(PhaseName(job.phase)), "\n");
+                             job.phase == SlurmPhase::kRunning
+                                 ? std::string()
+                                 : ", " + std::string(PhaseName(job.phase)),
+                             "\n");
   return out;
 }
 

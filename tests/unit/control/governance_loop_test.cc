@@ -129,7 +129,7 @@ class GovernanceLoopTest : public ::testing::Test {
         j.reason = "None";
       } else if (action == "requeuehold") {
         j.state = "PENDING";
-        j.reason = "JobHeldUser";
+        j.reason = "job requeued in held state";  // Slurm 22.05's squeue %r
       } else if (action == "hold") {
         j.reason = "JobHeldAdmin";
       }
