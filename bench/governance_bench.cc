@@ -4,6 +4,7 @@
 // lender reclaim latency and invariant violations. With --kueue it replays Kueue's own
 // `baseline` or `large-scale` scheduler performance scenario in real (wall-clock) time
 // (tier K). See bench/README.md.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -344,7 +345,11 @@ int main(int argc, char** argv) {
     (void)eng.SetCapacity(tr.types);
     (void)eng.SetPolicy(tr.policy);
     for (const auto& q : tr.quotas) (void)eng.UpsertQuota(q);
+    // Return what earlier runs freed to the system first, or the loaded engine reuses it
+    // and the resident-set growth reads near zero.
+    malloc_trim(0);
     const long before = RssKiB();
+    const size_t heap_before = mallinfo2().uordblks;
     const double c0 = CpuSeconds();
     for (const auto& e : tr.events)
       if (e.kind == TraceEvent::kSubmit) (void)eng.Submit(e.spec);
@@ -352,10 +357,12 @@ int main(int argc, char** argv) {
     const auto res = eng.RunCycle(0);
     const double c2 = CpuSeconds();
     const long after = RssKiB();
+    const double heap = static_cast<double>(mallinfo2().uordblks - heap_before);
     std::printf(
-        "%c/preload   %lld pending: RSS +%.1f MiB = %.0f bytes/pending (engine estimate %.0f); "
-        "submit %.0f ns each; first cycle %.3f s (%zu admitted, %lld considered)\n",
-        tier, (long long)n, (after - before) / 1024.0, (after - before) * 1024.0 / n,
+        "%c/preload   %lld pending: RSS +%.1f MiB = %.0f bytes/pending (heap in use %.0f, "
+        "engine estimate %.0f); submit %.0f ns each; first cycle %.3f s (%zu admitted, %lld "
+        "considered)\n",
+        tier, (long long)n, (after - before) / 1024.0, (after - before) * 1024.0 / n, heap / n,
         static_cast<double>(eng.ApproxWorkloadBytes()) / n, (c1 - c0) * 1e9 / n, c2 - c1,
         res.admitted.size(), (long long)res.considered);
     // Steady cycles with that backlog: finish 20 admitted workloads per cycle.

@@ -662,7 +662,18 @@ struct Engine::Impl {
         if (req[r] > 0 && req[r] > avail[r] + lower[r]) ok = false;
       if (ok) return true;
     }
-    if (policy.fair_share && other && ShareOf(t, f, req) <= *other) return true;
+    if (policy.fair_share && other) {
+      // A fair-sharing target needs a share at least the team's with the request, and a
+      // victim whose eviction keeps it at nominal (FairTargets).
+      const Share floor = ShareOf(t, f, req);
+      if (*other < floor) return false;
+      for (const ShareKey& k : flavors[f].borrowers) {
+        if (k.share < floor) break;
+        if (k.team == ti) continue;
+        const Team& u = teams[k.team];
+        if (BorrowingOn(u, f, req) && HasFairVictimSize(u, f, req)) return true;
+      }
+    }
     return false;
   }
 
