@@ -15,8 +15,7 @@ import os
 import subprocess
 import time
 
-from harness import BINARY, main, wait_until
-from e2e_nodes import IMAGE_DIR, image_built
+from harness import BINARY, aws_env, main, wait_until
 from e2e_slurm import SlurmClusterFixture
 
 NAME = "gov-slurm-e2e"
@@ -180,6 +179,34 @@ class GovernanceSlurmTest(SlurmClusterFixture):
         # B's job ends: A's job runs again (same job id, requeued).
         self.on_controller(f"scancel {b}")
         self.wait_states({a: "RUNNING"})
+        self.cancel_all()
+
+    def test_6_a_restarted_control_plane_rebuilds_the_engine_from_slurm(self):
+        # Nothing about jobs is stored: after a crash the running jobs count as admitted,
+        # the held one stays held until quota frees up.
+        a = self.submit("team-a", "training-priority", 2)
+        b = self.submit("team-b", "training-priority", 2)
+        self.wait_states({a: "RUNNING", b: "RUNNING"})
+        a2 = self.submit("team-a", "training-priority", 1)
+        self.wait_states({a2: "HELD"})
+        self.server.kill9()
+        self.server.start()
+        type(self).env = aws_env(self.server.endpoint)
+        # The new engine has seen Slurm's report once `jobs why` knows the job.
+        text = wait_until(lambda: subprocess.run(
+            [BINARY, "jobs", "why", a2, "--cluster-name", NAME, "--endpoint-url",
+             self.server.endpoint], env=self.env, capture_output=True, text=True,
+            timeout=60).stdout, timeout=60, interval=0.5, what="the engine rebuilt")
+        self.assertIn("Waiting", text)
+        self.assertIn("Admitted", self.why(a))
+        self.assertIn("Admitted", self.why(b))
+        # Observed over 3 heartbeats: nothing is released or requeued.
+        until = time.monotonic() + 3
+        while time.monotonic() < until:
+            self.wait_states({a: "RUNNING", b: "RUNNING", a2: "HELD"}, timeout=1)
+        # B's job ends: A may borrow B's idle quota, so its held job runs.
+        self.on_controller(f"scancel {b}")
+        self.wait_states({a: "RUNNING", a2: "RUNNING"})
         self.cancel_all()
 
     def test_5_why_for_an_unknown_job_says_so(self):
