@@ -887,8 +887,9 @@ def report(res):
           "places jobs on nodes and backfills with reservations using the true runtime "
           "(given as --time), the engine admits at quota level only; Slurm times have 1 s "
           "resolution (= compression trace-seconds), the engine ticks every 1 trace-second; "
-          "jobs larger than a partition are rejected by sbatch, larger than the team's cap "
-          "(never-fit for the engine) run on Slurm; quota churn is not replayed.")
+          "gangs larger than their partition pend forever on Slurm (cancelled by the "
+          "driver), larger than the team's cap only (never-fit for the engine) run on "
+          "Slurm; quota churn is not replayed.")
 
 
 if __name__ == "__main__":
