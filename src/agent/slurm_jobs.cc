@@ -224,7 +224,10 @@ void SlurmJobs::Loop() {
         std::lock_guard l(mu_);
         accounts = accounts_;
       }
-      if (options_.query) {
+      if (accounts.empty()) {
+        // Nothing governed (most clusters): no squeue every second.
+        view = json{{"jobs", json::array()}, {"partitions", json::object()}};
+      } else if (options_.query) {
         if (auto text = options_.query()) view = ParseSlurmJobs(*text, accounts);
       }
     }
