@@ -210,6 +210,12 @@ struct TeamFlavor {
   bool in_borrowers = false;  // in its flavor's `borrowers` set
   bool needs_compact = false;  // holds an empty bucket (Impl::compact_tfs)
   int64_t stream_round = -1;  // last round that made a stream of it
+  // The queue failed the filter at team version skip_version; until the team's usage or
+  // configuration changes (version) or a workload is queued again, it cannot pass while
+  // the type's free quota stays below skip_need on some resource (Impl::BlockedNeed).
+  bool skip_valid = false;
+  uint64_t skip_version = 0;
+  Resources skip_need{};
 };
 
 // Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
@@ -525,6 +531,7 @@ struct Engine::Impl {
     const bool was_empty = b.q.empty();
     b.q.insert(wi);
     ++x.npending;
+    x.skip_valid = false;
     if (was_empty) {
       if (!x.summary_dirty) {
         const Resources& req = ReqOf(w);
@@ -589,6 +596,42 @@ struct Engine::Impl {
       best = std::min(best, p);
     }
     return best;
+  }
+
+  // For a queue that just failed MayAdmit with its summary (smallest request, highest
+  // priority): the free quota of the type (subtree − usage) it would need on each resource
+  // to pass, as long as the team's own state does not change. False when the failure also
+  // depends on other teams (a fair-sharing target may appear). Available is
+  // local_avail + min(free, cap) with cap = lendable nominal − used + borrow limit, so the
+  // fit and in-team tests need free ≥ request (− lower-priority usage) − local_avail.
+  bool BlockedNeed(uint32_t ti, uint16_t f, Resources& need) const {
+    const Team& t = teams[ti];
+    const TeamFlavor& x = t.tf[f];
+    const Resources& m = x.min_req;
+    const bool in_team =
+        t.preempt == PreemptTeamTasks::kLowerPriority && x.max_prio > MinAdmittedPrio(x);
+    Resources lower{};
+    if (in_team) lower = LowerUsage(x, x.max_prio);
+    constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+    bool over_cap = false;
+    for (int r = 0; r < kNumResources; ++r)
+      if (m[r] > 0 && m[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
+        over_cap = true;
+    if (over_cap) {  // only the team's own usage or configuration can change that
+      need.fill(kNever);
+      return true;
+    }
+    if (policy.fair_share) return false;
+    for (int r = 0; r < kNumResources; ++r) {
+      need[r] = std::numeric_limits<int64_t>::min();
+      if (m[r] <= 0) continue;
+      const int64_t local_avail = Sat0(x.local[r] - x.usage[r]);
+      const int64_t cap = (x.nominal[r] - x.local[r]) - Sat0(x.usage[r] - x.local[r]) +
+                          x.borrow_limit[r];
+      const int64_t target = m[r] - lower[r] - local_avail;
+      need[r] = cap < target ? kNever : target;
+    }
+    return true;
   }
 
   void CountAdmitted(TeamFlavor& x, const Wl& w, int sign) {
@@ -1323,8 +1366,18 @@ struct Engine::Impl {
     const std::optional<Share> other =
         policy.fair_share ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
     if (!all && !fresh_only) {
+      if (x.skip_valid && x.skip_version == t.version) {
+        const Flavor& fl = flavors[f];
+        for (int r = 0; r < kNumResources; ++r)
+          if (fl.subtree[r] - fl.usage[r] < x.skip_need[r]) return;
+      }
       RefreshSummary(x);
-      if (!MayAdmit(ti, f, x.max_prio, x.min_req, avail, other)) return;
+      if (!MayAdmit(ti, f, x.max_prio, x.min_req, avail, other)) {
+        x.skip_valid = BlockedNeed(ti, f, x.skip_need);
+        x.skip_version = t.version;
+        return;
+      }
+      x.skip_valid = false;
     }
     if (nstreams == streams.size()) streams.emplace_back();
     Stream& s = streams[nstreams];
