@@ -110,9 +110,6 @@ bool Live(const model::SchedulerResource& r) {
          r.status != model::scheduler_status::kDeleting;
 }
 
-/// A job's priority class from its QOS: "<class>-priority" or "<class>"; "" for none.
-std::string ClassOf(const std::string& qos) { return qos; }
-
 }  // namespace
 
 /// One cluster: its engine and the jobs the controller reported.
@@ -318,7 +315,9 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       job.partition = r.value("partition", "");
       job.spec.id = id;
       job.spec.team = account;
-      job.spec.priority_class = ClassOf(r.value("qos", ""));
+      // The QOS names the class: the engine takes "<class>-priority" or "<class>"; the agent
+      // reports Slurm's default QOS ("normal") as none.
+      job.spec.priority_class = r.value("qos", "");
       job.spec.submit_time_ms = static_cast<int64_t>(r.value("submit_time", 0.0) * 1000);
       job.spec.count = std::max(1, r.value("nodes", 1));
       // A job submitted to several partitions may run in any: they must share one type.
