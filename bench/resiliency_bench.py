@@ -224,7 +224,16 @@ def run_fault(fleet, workers, fault):
         if fields.get("JobState") != "RUNNING" or int(fields.get("Restarts", "0")) < 1:
             return None
         return calendar.timegm(time.strptime(fields["StartTime"], "%Y-%m-%dT%H:%M:%S"))
-    resumed = harness.wait_until(restarted, timeout=180, interval=1, what="the job running again")
+    try:
+        resumed = harness.wait_until(restarted, timeout=180, interval=1,
+                                     what="the job running again")
+    except AssertionError:
+        # What a reader needs to see why, before the cluster is deleted.
+        print(fleet.on_controller(f"scontrol show job {job}; sinfo -N; "
+                                  "tail -n 80 /var/log/slurm/slurmctld.log"), flush=True)
+        for t, d in event_times(fleet)[-30:]:
+            print(f"event {t:.1f} {d}", flush=True)
+        raise
     fleet.on_controller(f"scancel {job}")
     harness.wait_until(lambda: all(s == "idle" for s in fleet.slurm_states().values()),
                        timeout=120, interval=0.5, what="every node idle again")
