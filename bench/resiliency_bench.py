@@ -66,8 +66,6 @@ class Fleet:
             raise SystemExit(f"cluster {self.name}: {self.describe().get('FailureMessage')}")
         print(f"# {self.name}: 1 controller + {workers} workers InService in "
               f"{time.time() - t0:.1f} s", flush=True)
-        with open(os.path.join(self.server.data_dir, "local", "fleet-id")) as f:
-            self.fleet = f.read().strip()
 
     def aws(self, *args):
         out = subprocess.run(["aws", "--endpoint-url", self.server.endpoint, "--output", "json",
@@ -127,20 +125,7 @@ class Fleet:
         return fields.get("JobState"), int(fields.get("Restarts", "0"))
 
     def node_pids(self, iid):
-        pids = set()
-        for hierarchy in ("unified", "systemd"):
-            root = f"/sys/fs/cgroup/{hierarchy}/hyperfleet/{self.fleet}/{iid}"
-            for d, _, files in os.walk(root):
-                if "cgroup.procs" in files:
-                    with open(os.path.join(d, "cgroup.procs")) as f:
-                        pids.update(int(p) for p in f.read().split())
-        for name in ("supervisor.pid", "nspawn.pid"):
-            try:
-                with open(os.path.join(self.server.data_dir, "local", "nodes", iid, name)) as f:
-                    pids.add(int(f.read().strip()))
-            except (OSError, ValueError):
-                pass
-        return pids
+        return harness.local_node_pids(self.server.data_dir, iid)
 
     def inject(self, fault, iid):
         sig = signal.SIGKILL if fault == "kill" else signal.SIGSTOP

@@ -10,7 +10,7 @@ import os
 import signal
 import time
 
-from harness import main, wait_until
+from harness import local_node_pids, main, wait_until
 from e2e_slurm import SlurmClusterFixture, reference_result
 
 # Long enough that a fault lands mid-run on a loaded 2-core machine; short enough for CI.
@@ -33,8 +33,6 @@ class ChaosTest(SlurmClusterFixture):
     def setUpClass(cls):
         super().setUpClass()
         cls.reference = reference_result("--steps", str(STEPS))
-        with open(os.path.join(cls.server.data_dir, "local", "fleet-id")) as f:
-            cls.fleet = f.read().strip()
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -46,22 +44,7 @@ class ChaosTest(SlurmClusterFixture):
                 and d["InstanceStatus"]["Status"] == "Running"}
 
     def node_pids(self, iid):
-        """Host pids of every process of node `iid` (its cgroups) and of its supervisor."""
-        pids = set()
-        for hierarchy in ("unified", "systemd"):
-            root = f"/sys/fs/cgroup/{hierarchy}/hyperfleet/{self.fleet}/{iid}"
-            for d, _, files in os.walk(root):
-                if "cgroup.procs" in files:
-                    with open(os.path.join(d, "cgroup.procs")) as f:
-                        pids.update(int(p) for p in f.read().split())
-        node_dir = os.path.join(self.server.data_dir, "local", "nodes", iid)
-        for name in ("supervisor.pid", "nspawn.pid"):
-            try:
-                with open(os.path.join(node_dir, name)) as f:
-                    pids.add(int(f.read().strip()))
-            except (OSError, ValueError):
-                pass
-        return pids
+        return local_node_pids(self.server.data_dir, iid)
 
     def signal_node(self, iid, sig):
         for pid in self.node_pids(iid):

@@ -19,7 +19,7 @@ import time
 import boto3
 import botocore.config
 
-from harness import ACCESS_KEY, MODELS, REGION, SECRET_KEY, main, wait_until
+from harness import ACCESS_KEY, MODELS, REGION, SECRET_KEY, local_node_pids, main, wait_until
 from e2e_slurm import SlurmClusterFixture
 
 # Prepended to the example on_create.sh in the bucket: fails while the flag file exists.
@@ -43,8 +43,6 @@ class RecoveryTest(SlurmClusterFixture):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        with open(os.path.join(cls.server.data_dir, "local", "fleet-id")) as f:
-            cls.fleet = f.read().strip()
         # boto3 in process: polled far faster than the aws CLI, so a restart can land while
         # a replacement is still in progress.
         os.environ["AWS_DATA_PATH"] = MODELS
@@ -107,21 +105,7 @@ class RecoveryTest(SlurmClusterFixture):
         return n["InstanceId"], n["NodeLogicalId"], n["PrivateDnsHostname"].split(".")[0]
 
     def node_pids(self, iid):
-        pids = set()
-        for hierarchy in ("unified", "systemd"):
-            root = f"/sys/fs/cgroup/{hierarchy}/hyperfleet/{self.fleet}/{iid}"
-            for d, _, files in os.walk(root):
-                if "cgroup.procs" in files:
-                    with open(os.path.join(d, "cgroup.procs")) as f:
-                        pids.update(int(p) for p in f.read().split())
-        node_dir = os.path.join(self.server.data_dir, "local", "nodes", iid)
-        for name in ("supervisor.pid", "nspawn.pid"):
-            try:
-                with open(os.path.join(node_dir, name)) as f:
-                    pids.add(int(f.read().strip()))
-            except (OSError, ValueError):
-                pass
-        return pids
+        return local_node_pids(self.server.data_dir, iid)
 
     def kill_node(self, iid):
         for pid in self.node_pids(iid):

@@ -104,6 +104,27 @@ class Server:
         self.cleanup()
 
 
+def local_node_pids(data_dir, iid):
+    """Host pids of every process of local node `iid` (its cgroups) and of its supervisor
+    and nspawn, for a server whose --data-dir is `data_dir`; empty once the node is gone."""
+    with open(os.path.join(data_dir, "local", "fleet-id")) as f:
+        fleet = f.read().strip()
+    pids = set()
+    for hierarchy in ("unified", "systemd"):
+        root = f"/sys/fs/cgroup/{hierarchy}/hyperfleet/{fleet}/{iid}"
+        for d, _, files in os.walk(root):
+            if "cgroup.procs" in files:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    pids.update(int(p) for p in f.read().split())
+    for name in ("supervisor.pid", "nspawn.pid"):
+        try:
+            with open(os.path.join(data_dir, "local", "nodes", iid, name)) as f:
+                pids.add(int(f.read().strip()))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
 def aws_env(endpoint=None):
     """Environment for AWS clients: our test key, region, and our model subset on
     AWS_DATA_PATH so that any aws CLI / botocore knows the HyperPod operations."""
