@@ -341,7 +341,11 @@ class ControlPlane {
 
   // POST with a JSON body; OK only for a 2xx response.
   StatusOr<json> PostJson(const std::string& target, const json& body) {
-    HF_ASSIGN_OR_RETURN(auto response, Send("POST", target, body.dump()));
+    // Text the node reports (squeue, sinfo, scripts) may hold bytes that are not UTF-8:
+    // replaced, since a throw here would end the heartbeat thread.
+    HF_ASSIGN_OR_RETURN(auto response,
+                        Send("POST", target,
+                             body.dump(-1, ' ', false, json::error_handler_t::replace)));
     if (response.status / 100 != 2) {
       return absl::UnavailableError("POST " + target + ": " + BodyError(response));
     }

@@ -63,15 +63,42 @@ Status CheckTags(const Json& in) {
   return absl::OkStatus();
 }
 
-/// SchedulerConfig: priority class names are unique.
+/// Longest TeamName and priority class Name: HyperPod documents "a DNS-label-like string of
+/// about 40 characters" (../shared/research/governance.md §1.6); the model's pattern does
+/// not bound it. Slurm account and QOS names ("<class>-priority") stay within 64 then.
+constexpr size_t kMaxGovernanceNameLength = 40;
+
+Status CheckNameLength(const std::string& path, const std::string& name) {
+  if (name.size() <= kMaxGovernanceNameLength) return absl::OkStatus();
+  return Invalid(path, name.substr(0, 64) + (name.size() > 64 ? "..." : ""),
+                 absl::StrCat("Member must have length less than or equal to ",
+                              kMaxGovernanceNameLength));
+}
+
+/// SchedulerConfig: priority class names are unique, also as jobs name them: a job names
+/// class X as "X" or "X-priority" (docs/governance.md), so "training" and
+/// "training-priority" cannot both be classes.
 Status CheckSchedulerConfig(const Json& config) {
   const Json classes = config.value("PriorityClasses", Json::array());
   std::set<std::string> names;
   for (size_t i = 0; i < classes.size(); ++i) {
     const std::string name = Str(classes[i], "Name");
+    const std::string path =
+        absl::StrCat("schedulerConfig.priorityClasses.", i + 1, ".member.name");
+    HF_RETURN_IF_ERROR(CheckNameLength(path, name));
     if (!names.insert(name).second) {
+      return Invalid(path, name, "Priority class names must be unique within PriorityClasses.");
+    }
+  }
+  const std::string kSuffix = "-priority";
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const std::string name = Str(classes[i], "Name");
+    if (names.count(name + kSuffix)) {
       return Invalid(absl::StrCat("schedulerConfig.priorityClasses.", i + 1, ".member.name"),
-                     name, "Priority class names must be unique within PriorityClasses.");
+                     name,
+                     absl::StrCat("Jobs name a priority class as <name> or <name>-priority, so ",
+                                  name, " and ", name, kSuffix,
+                                  " cannot both be priority classes."));
     }
   }
   return absl::OkStatus();
@@ -396,6 +423,9 @@ StatusOr<Json> GovernanceOperations::createComputeQuota(const Json& in) {
   const Json config = in.value("ComputeQuotaConfig", Json::object());
   HF_RETURN_IF_ERROR(CheckQuotaConfig(config));
   HF_RETURN_IF_ERROR(CheckTags(in));
+  HF_RETURN_IF_ERROR(CheckNameLength(
+      "computeQuotaTarget.teamName",
+      Str(in.value("ComputeQuotaTarget", Json::object()), "TeamName")));
   HF_ASSIGN_OR_RETURN(auto c, liveCluster(Str(in, "ClusterArn")));
   model::SchedulerResource r;
   r.kind = kind::kComputeQuota;
@@ -425,8 +455,9 @@ std::optional<model::Event> GovernanceOperations::excessEvent(
         q.body.value("ComputeQuotaConfig", Json::object()).value("ComputeQuotaResources", Json::array());
     for (const auto& r : resources) {
       const std::string type = Str(r, "InstanceType");
-      allocated[type] += QuotaAmountOf(r).instances;
-      teams[type].push_back(q.team);
+      const double amount = QuotaAmountOf(r).instances;
+      allocated[type] += amount;
+      if (amount > 0) teams[type].push_back(q.team);
     }
   }
   std::vector<std::string> lines;
@@ -434,10 +465,14 @@ std::optional<model::Event> GovernanceOperations::excessEvent(
     const int have = capacity[type];
     // Ratio quotas are fractions of instances: compare with a little slack for rounding.
     if (total <= have + 1e-9) continue;
-    std::sort(teams[type].begin(), teams[type].end());
+    // At most 10 teams named: the event stays small with hundreds of quotas.
+    std::vector<std::string>& named = teams[type];
+    std::sort(named.begin(), named.end());
+    std::string who = absl::StrJoin(named.begin(), named.begin() + std::min<size_t>(named.size(), 10), ", ");
+    if (named.size() > 10) absl::StrAppend(&who, " and ", named.size() - 10, " more");
     lines.push_back(absl::StrFormat(
-        "%s: %.4g instances allocated (teams %s), the cluster has %d (%.4g over)", type, total,
-        absl::StrJoin(teams[type], ", "), have, total - have));
+        "%s: %.10g instances allocated (teams %s), the cluster has %d (%.10g over)", type, total,
+        who, have, total - have));
   }
   if (lines.empty()) return std::nullopt;
   return event(c.id, "Warn",

@@ -265,8 +265,12 @@ Status RunServer(const ServerFlags& flags) {
                                         std::vector<model::SlurmMark> marks) {
     agents.setSlurmMarks(id, std::move(marks));
   };
-  hooks.forget = [&agents](const std::string& id, const std::vector<std::string>& instances,
-                           bool cluster_gone) { agents.forget(id, instances, cluster_gone); };
+  hooks.forget = [&agents, &governance_loop](const std::string& id,
+                                             const std::vector<std::string>& instances,
+                                             bool cluster_gone) {
+    agents.forget(id, instances, cluster_gone);
+    if (cluster_gone) governance_loop.forget(id);
+  };
   control::ClusterController controller(*store, *provider, clock, ids, controller_options,
                                         std::move(hooks));
   controller_ptr = &controller;

@@ -1,6 +1,7 @@
 #include "hyperfleet/control/governance_loop.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -187,7 +188,25 @@ StatusOr<Config> LoadConfig(store::Store& store, const model::InstanceCatalog& c
   return c;
 }
 
+// A member of an agent's report: a string, or "" when missing or of another type (a
+// malformed report must not fail the whole heartbeat).
+std::string ReportString(const json& r, const char* key) {
+  auto it = r.find(key);
+  return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A numeric member of an agent's report, `fallback` when missing or not a number.
+double ReportNumber(const json& r, const char* key, double fallback) {
+  auto it = r.find(key);
+  return it != r.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
 }  // namespace
+
+void GovernanceLoop::forget(const std::string& cluster_id) {
+  std::lock_guard lock(mu_);
+  clusters_.erase(cluster_id);
+}
 
 json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slurm_jobs) {
   std::lock_guard lock(mu_);
@@ -213,7 +232,11 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
     st.partition_type.clear();
     st.partition_problem.clear();
     std::map<std::string, std::set<std::string>> hosts_of_type;
-    const json& partitions = slurm_jobs->value("partitions", json::object());
+    const json empty = json::object();
+    auto partitions_it = slurm_jobs->find("partitions");
+    const json& partitions = partitions_it != slurm_jobs->end() && partitions_it->is_object()
+                                 ? *partitions_it
+                                 : empty;
     for (auto it = partitions.begin(); it != partitions.end(); ++it) {
       std::set<std::string> types;
       if (!it.value().is_array()) continue;
@@ -300,11 +323,11 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
     for (const auto& r : (*slurm_jobs)["jobs"]) {
       if (!r.is_object() || !r.contains("id") || !r["id"].is_number_unsigned()) continue;
       const uint64_t id = r["id"].get<uint64_t>();
-      const std::string account = r.value("account", "");
+      const std::string account = ReportString(r, "account");
       if (!teams.count(account)) continue;
       seen.insert(id);
-      const std::string state = r.value("state", "");
-      const std::string reason = r.value("reason", "");
+      const std::string state = ReportString(r, "state");
+      const std::string reason = ReportString(r, "reason");
       const SlurmPhase phase = PhaseOf(state, reason);
       auto [it, fresh] = st.jobs.try_emplace(id);
       ClusterState::Job& job = it->second;
@@ -312,14 +335,17 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       job.reason = reason;
       job.phase = phase;
       if (!fresh) continue;
-      job.partition = r.value("partition", "");
+      job.partition = ReportString(r, "partition");
       job.spec.id = id;
       job.spec.team = account;
       // The QOS names the class: the engine takes "<class>-priority" or "<class>"; the agent
       // reports Slurm's default QOS ("normal") as none.
-      job.spec.priority_class = r.value("qos", "");
-      job.spec.submit_time_ms = static_cast<int64_t>(r.value("submit_time", 0.0) * 1000);
-      job.spec.count = std::max(1, r.value("nodes", 1));
+      job.spec.priority_class = ReportString(r, "qos");
+      job.spec.submit_time_ms = static_cast<int64_t>(
+          std::clamp(ReportNumber(r, "submit_time", 0.0), 0.0, 1e12) * 1000);
+      // Out-of-range counts saturate (and never fit) instead of wrapping to a small gang.
+      job.spec.count = static_cast<int32_t>(
+          std::clamp(ReportNumber(r, "nodes", 1.0), 1.0, double(INT32_MAX)));
       // A job submitted to several partitions may run in any: they must share one type.
       std::set<std::string> types;
       for (const auto& p : absl::StrSplit(job.partition, ',', absl::SkipEmpty())) {

@@ -38,6 +38,9 @@ class GovernanceLoop {
   /// are logged and give an empty object (the agent keeps what it has).
   nlohmann::json onHeartbeat(const std::string& cluster_id, const nlohmann::json* slurm_jobs);
 
+  /// Drops cluster `cluster_id`'s engine and jobs (the cluster was deleted).
+  void forget(const std::string& cluster_id);
+
   /// Why job `job` of cluster `cluster_id` is (not) running: {"JobId", "Team",
   /// "InstanceType", "PriorityClass", "SlurmState", "Verdict", "Reason", "Text" (the
   /// rendering `hyperfleet jobs why` prints), "Resources": [{"Resource", "Request",

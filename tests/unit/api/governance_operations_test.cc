@@ -7,6 +7,7 @@
 
 #include <regex>
 
+#include "absl/strings/str_format.h"
 #include "hyperfleet/api/errors.h"
 #include "hyperfleet/model/service_model.h"
 
@@ -174,6 +175,16 @@ TEST_F(GovernanceTest, RulesBeyondTheModelNameTheFieldAndWriteNothing) {
        Policy("p", {{"PriorityClasses",
                      {{{"Name", "x"}, {"Weight", 1}}, {{"Name", "x"}, {"Weight", 2}}}}}),
        "schedulerConfig.priorityClasses.2.member.name"},
+      // Jobs name class X as X or X-priority: both cannot be classes (either order).
+      {"CreateClusterSchedulerConfig",
+       Policy("p", {{"PriorityClasses", {{{"Name", "training-priority"}, {"Weight", 1}},
+                                         {{"Name", "training"}, {"Weight", 2}}}}}),
+       "schedulerConfig.priorityClasses.2.member.name"},
+      {"CreateClusterSchedulerConfig",
+       Policy("p", {{"PriorityClasses", {{{"Name", std::string(41, 'a')}, {"Weight", 1}}}}}),
+       "schedulerConfig.priorityClasses.1.member.name"},
+      {"CreateComputeQuota", Quota("q", std::string(41, 'a'), G5(1)),
+       "computeQuotaTarget.teamName"},
       {"CreateComputeQuota",
        Quota("q", "a", Json::array({{{"InstanceType", "ml.g5.8xlarge"}, {"Count", 1}},
                                     {{"InstanceType", "ml.g5.8xlarge"}, {"Count", 2}}})),
@@ -218,6 +229,34 @@ TEST_F(GovernanceTest, RulesBeyondTheModelNameTheFieldAndWriteNothing) {
   EXPECT_EQ(Count(model::governance_kind::kSchedulerConfig), 0u);
   EXPECT_EQ(Count(model::governance_kind::kComputeQuota), 0u);
   EXPECT_TRUE(EventTexts().empty());
+}
+
+TEST_F(GovernanceTest, ExcessEventNamesAtMostTenTeams) {
+  GovernanceOptions options;
+  options.max_compute_quotas_per_cluster = 20;
+  ops_ = std::make_unique<GovernanceOperations>(*store_, clock_, ids_, ApiConfig{}, options);
+  for (int i = 0; i < 12; ++i) {
+    const std::string team = absl::StrFormat("team-%02d", i);
+    auto created = Call("CreateComputeQuota", Quota("q" + team, team, G5(1)));
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+  std::string last;
+  for (const auto& e : EventTexts()) {
+    if (e.rfind("Warn", 0) == 0) last = e;
+  }
+  EXPECT_NE(last.find("12 instances allocated (teams team-00, team-01, team-02, team-03, "
+                      "team-04, team-05, team-06, team-07, team-08, team-09 and 2 more), "
+                      "the cluster has 4 (8 over)"),
+            std::string::npos)
+      << last;
+}
+
+TEST_F(GovernanceTest, NamesOfFortyCharactersAreAccepted) {
+  const std::string forty(40, 'a');
+  EXPECT_TRUE(Call("CreateClusterSchedulerConfig",
+                   Policy("p", {{"PriorityClasses", {{{"Name", forty}, {"Weight", 1}}}}}))
+                  .ok());
+  EXPECT_TRUE(Call("CreateComputeQuota", Quota("q", forty, G5(1))).ok());
 }
 
 TEST_F(GovernanceTest, CreateDescribeWithDefaultsAndStatusTransitions) {

@@ -242,5 +242,38 @@ TEST_F(GovernanceLoopTest, DeletedQuotaReleasesItsHeldJobs) {
   EXPECT_EQ(last_["governance"]["accounts"], json::array({"team-b"}));
 }
 
+TEST_F(GovernanceLoopTest, MalformedReportEntriesAreSkippedNotFatal) {
+  Submit(1, "team-a", "training-priority", 1);
+  json report = Report();
+  // Wrong types in every member a job carries, partitions as an array, and a node count
+  // beyond 32 bits (it must not wrap to a small gang that gets released).
+  report["jobs"].push_back({{"id", 7}, {"account", 5}, {"state", 1}, {"nodes", "x"}});
+  report["jobs"].push_back({{"id", 8}, {"account", "team-b"}, {"qos", json::array()},
+                            {"partition", 3}, {"nodes", "2"}, {"submit_time", "now"},
+                            {"state", "PENDING"}, {"reason", 0}});
+  report["jobs"].push_back({{"id", 9}, {"account", "team-b"}, {"qos", "training-priority"},
+                            {"partition", "workers"}, {"nodes", 4294967297.0},
+                            {"state", "PENDING"}, {"reason", "JobHeldAdmin"}});
+  json out;
+  ASSERT_NO_THROW(out = loop_->onHeartbeat("c1", &report));
+  std::map<uint64_t, std::string> actions;
+  for (const auto& a : out.value("slurm_job_actions", json::array())) {
+    actions[a["job"].get<uint64_t>()] = a["action"];
+  }
+  EXPECT_EQ(actions.count(1), 1u) << out.dump();  // the good job is still decided
+  EXPECT_EQ(actions.count(9), 0u) << out.dump();  // 2^32+1 nodes never fit
+  json bad_partitions = Report();
+  bad_partitions["partitions"] = json::array({"w1"});
+  ASSERT_NO_THROW(loop_->onHeartbeat("c1", &bad_partitions));
+}
+
+TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
+  Submit(1, "team-a", "training-priority", 1);
+  Beat();
+  ASSERT_TRUE(loop_->why("c1", 1).ok());
+  loop_->forget("c1");
+  EXPECT_EQ(loop_->why("c1", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace hf::control
