@@ -155,6 +155,14 @@ class RecoveryTest(SlurmClusterFixture):
             self.server.stop()
         self.server.start(port=port)
 
+    def kill_and_wait_replaced(self, iid, t0):
+        """Kills worker `iid`'s sandbox; returns the id of the replacement chosen for it."""
+        self.kill_node(iid)
+        _, m = wait_until(lambda: self.event_about(
+            rf"Replacing instance {iid} with (i-[0-9a-f]+)", t0), timeout=30, interval=0.2,
+            what="the dead worker replaced")
+        return m.group(1)
+
     # -- tests (one cluster, in name order) ---------------------------------------------
 
     def test_1_a_failing_replacement_is_reported_and_retried_until_it_succeeds(self):
@@ -162,11 +170,7 @@ class RecoveryTest(SlurmClusterFixture):
         self.flag(True)
         t0 = time.time()
         try:
-            self.kill_node(iid)
-            _, m = wait_until(lambda: self.event_about(
-                rf"Replacing instance {iid} with (i-[0-9a-f]+)", t0), timeout=30, interval=0.2,
-                what="the dead worker replaced")
-            first = m.group(1)
+            first = self.kill_and_wait_replaced(iid, t0)
             failed1, _ = wait_until(lambda: self.event_about(
                 rf"Replacement instance {first} failed \(attempt 1\): .* It is replaced again "
                 r"in 10 s\.", t0), timeout=120, interval=0.5, what="the first replacement failed")
@@ -203,11 +207,7 @@ class RecoveryTest(SlurmClusterFixture):
         self.flag(True)
         t0 = time.time()
         try:
-            self.kill_node(iid)
-            _, m = wait_until(lambda: self.event_about(
-                rf"Replacing instance {iid} with (i-[0-9a-f]+)", t0), timeout=30, interval=0.2,
-                what="the dead worker replaced")
-            failed = m.group(1)
+            failed = self.kill_and_wait_replaced(iid, t0)
             wait_until(lambda: [n for n in self.by_logical(logical) if n["InstanceId"] == failed
                                 and n["InstanceStatus"]["Status"] == "Failure"],
                        timeout=120, interval=0.2, what="the replacement in Failure")
