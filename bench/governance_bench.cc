@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "CLI/CLI.hpp"
+#include "hyperfleet/governance/checker.h"
 #include "hyperfleet/governance/trace.h"
 
 using namespace hf::governance;
@@ -296,7 +297,9 @@ int main(int argc, char** argv) {
   app.add_option("--workloads", workloads, "override the tier's workload count");
   app.add_option("--check", check, "run the invariant checker after every cycle");
   app.add_option("--full-check-every", full_every,
-                 "whole-queue checks every N cycles (0: S every cycle, M/L every 100)");
+                 "the checker's full checks (from-scratch recount, every team's usage "
+                 "against the engine, every queue) every N cycles (0: S every cycle, M/L "
+                 "every 100)");
   app.add_option("--modes", modes, "fair, fcfs or both");
   app.add_option("--kueue", kueue,
                  "replay Kueue's scenario in real time instead of the tiers: baseline, "
@@ -326,8 +329,27 @@ int main(int argc, char** argv) {
       opt.full_check_every = full_every > 0 ? full_every : (tier == 'S' ? 1 : 100);
       Row row;
       row.name = std::string(1, tier) + "/" + mode;
+      const InvariantChecker::Stats chk0 = InvariantChecker::ProcessTotals();
+      const auto wall0 = std::chrono::steady_clock::now();
+      const double cpu0 = CpuSeconds();
       row.rep = Simulate(tr, opt);
+      const double cpu_s = CpuSeconds() - cpu0;
+      const double wall_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
       Print(row);
+      if (check) {
+        // The checker's own work (Simulate owns the checker, so its process-wide totals).
+        const InvariantChecker::Stats chk1 = InvariantChecker::ProcessTotals();
+        std::printf(
+            "             checker: %lld cycles checked (%lld full, %lld recounts), %lld "
+            "queues checked, checker CPU %.1f s; run wall %.1f s, CPU %.1f s\n",
+            (long long)(chk1.cycles - chk0.cycles),
+            (long long)(chk1.full_checks - chk0.full_checks),
+            (long long)(chk1.recounts - chk0.recounts),
+            (long long)(chk1.queues_checked - chk0.queues_checked),
+            (chk1.cpu_ns - chk0.cpu_ns) * 1e-9, wall_s, cpu_s);
+        std::fflush(stdout);
+      }
     }
   }
   // Memory per pending workload: load N pending workloads into an engine (one cycle, so

@@ -1,12 +1,36 @@
 // The invariant checker. Deliberately written apart from engine.cc: its quota arithmetic
 // is the "lending" formulation of the same rules (what borrowers use ≤ what lenders leave
 // idle), not the engine's available()/potential() tree, so that a shared mistake is
-// unlikely.
+// unlikely. Its incremental tallies are its own, fed only by the events and decisions it is
+// told, and Recount() re-derives them from scratch.
+//
+// Which checks look only at what a cycle touched, and why that is sound:
+//  1, 2  capacity and lending: they can only break when a team's usage grows, i.e. at an
+//        admission; quota decreases may leave a team or the cohort over (allowed, nothing
+//        is evicted), so they are checked at each admission on the admitted team and type
+//        (cohort sums from the per-type tallies, O(1)), exactly as a full scan would.
+//  3     conservation: compared with the engine on every team and type whose usage the
+//        checker changed this cycle (admissions, victims) or since the last cycle
+//        (releases); an engine change to another team would go unseen there, so a full
+//        check compares every team and type.
+//  4-7   ordering, preemption legality, minimality, ping-pong: properties of one admission
+//        and its own queue, victims and shares; shares use the tallies (O(types)).
+//  8     lender reclaim: whether a pending job fits its team's unused nominal depends only
+//        on that team's quota, its usage of the type and the jobs in that queue; a queue
+//        none of which changed since it was last checked gives the same answer (a
+//        violation that persists is reported when it appears). Queues with a job evicted
+//        in this cycle (exempt in the cycle) are checked again in the next one. Quota and
+//        policy changes make every queue due. A full check looks at every queue.
+//  11,13 gangs whole and disabled teams: per admission.
 #include "hyperfleet/governance/checker.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,12 +38,76 @@ namespace hf::governance {
 
 namespace {
 constexpr int kR = 3;
+
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct Totals {
+  std::atomic<int64_t> cycles{0}, full_checks{0}, recounts{0}, queues_checked{0}, cpu_ns{0};
+};
+Totals& ProcessTotalsStore() {
+  static Totals t;
+  return t;
+}
+}  // namespace
+
+InvariantChecker::Stats InvariantChecker::ProcessTotals() {
+  const Totals& t = ProcessTotalsStore();
+  Stats s;
+  s.cycles = t.cycles.load();
+  s.full_checks = t.full_checks.load();
+  s.recounts = t.recounts.load();
+  s.queues_checked = t.queues_checked.load();
+  s.cpu_ns = t.cpu_ns.load();
+  return s;
 }
 
 InvariantChecker::InvariantChecker(std::vector<InstanceTypeCapacity> types,
                                    SchedulerPolicy policy)
     : policy_(std::move(policy)) {
-  for (auto& t : types) types_[t.name] = t;
+  for (auto& t : types) {
+    auto [it, fresh] = type_index_.emplace(t.name, static_cast<int>(types_.size()));
+    if (!fresh) {
+      types_[it->second] = t;  // a repeated name: the last one wins
+      continue;
+    }
+    types_.push_back(t);
+  }
+  for (const auto& it : types_) {
+    Amount cap;
+    cap.a[0] = int64_t{it.accelerators} * it.instances;
+    cap.a[1] = int64_t{it.vcpus} * 1000 * it.instances;
+    cap.a[2] = static_cast<int64_t>(std::round(it.memory_gib * 1024.0)) * it.instances;
+    capacity_.push_back(cap);
+  }
+  tally_.resize(types_.size());
+}
+
+int InvariantChecker::TypeIndex(const std::string& name) const {
+  auto it = type_index_.find(name);
+  if (it == type_index_.end()) throw std::out_of_range("unknown instance type " + name);
+  return it->second;
+}
+
+int InvariantChecker::TeamIndex(const std::string& name) {
+  auto [it, fresh] = team_index_.emplace(name, static_cast<int>(teams_.size()));
+  if (fresh) {
+    // A team without a quota contributes nothing to the tallies.
+    Quota q;
+    q.name = name;
+    const size_t n = types_.size();
+    q.has_nominal.assign(n, 0);
+    q.nominal.resize(n);
+    q.borrow.resize(n);
+    q.usage.resize(n);
+    q.queue.resize(n);
+    q.flags.assign(n, 0);
+    teams_.push_back(std::move(q));
+  }
+  return it->second;
 }
 
 void InvariantChecker::SetPolicy(const SchedulerPolicy& policy) {
@@ -27,11 +115,13 @@ void InvariantChecker::SetPolicy(const SchedulerPolicy& policy) {
   ConfigChanged();
 }
 
-// A configuration change may make never-fit jobs fit: they are pending again.
+// A configuration change may make never-fit jobs fit: they are pending again, and every
+// queue is due for the lender-reclaim check.
 void InvariantChecker::ConfigChanged() {
-  for (auto& [type, seq] : changed_) ++seq;
+  ++changes_;
   for (auto& [id, j] : jobs_)
     if (j.state == 2) j.state = 0;
+  all_dirty_ = true;
 }
 
 int InvariantChecker::PriorityOf(const std::string& cls) const {
@@ -43,7 +133,7 @@ int InvariantChecker::PriorityOf(const std::string& cls) const {
 // One instance type's quota entry in accelerators, milli-vCPU and MiB (HyperPod's Count or
 // ratio fill; explicit fields win).
 InvariantChecker::Amount InvariantChecker::Converted(const QuotaResource& q) const {
-  const InstanceTypeCapacity& it = types_.at(q.instance_type);
+  const InstanceTypeCapacity& it = types_[TypeIndex(q.instance_type)];
   const double inst[kR] = {static_cast<double>(it.accelerators), it.vcpus * 1000.0,
                            std::round(it.memory_gib * 1024.0)};
   Amount out;
@@ -67,68 +157,91 @@ InvariantChecker::Amount InvariantChecker::Converted(const QuotaResource& q) con
   return out;
 }
 
-void InvariantChecker::UpsertQuota(const TeamQuota& q) {
-  ConfigChanged();
-  Quota& t = teams_[q.team];
-  t.exists = true;
-  t.active = q.active;
-  t.strategy = q.strategy;
-  t.preempt = q.preempt_team_tasks;
-  t.weight = q.fair_share_weight;
-  t.nominal.clear();
-  t.borrow.clear();
-  for (const auto& qr : q.resources) {
-    const Amount n = Converted(qr);
-    t.nominal[qr.instance_type] = n;
-    Amount b;
-    if (q.strategy == SharingStrategy::kLendAndBorrow)
-      for (int r = 0; r < kR; ++r) b.a[r] = n.a[r] * q.borrow_limit_percent / 100;
-    t.borrow[qr.instance_type] = b;
+// Replaces a team's quota (nullptr: deletes it), taking its old contribution out of the
+// tallies and putting the new one in.
+void InvariantChecker::SetConfig(int team, const TeamQuota* q) {
+  // Convert first: an unknown type throws before anything changed.
+  std::vector<std::pair<int, Amount>> nominal, absolute;
+  if (q) {
+    for (const auto& qr : q->resources) nominal.emplace_back(TypeIndex(qr.instance_type), Converted(qr));
+    for (const auto& qr : q->absolute_borrow_limits)
+      absolute.emplace_back(TypeIndex(qr.instance_type), Converted(qr));
   }
-  if (q.strategy == SharingStrategy::kLendAndBorrow) {
-    for (const auto& qr : q.absolute_borrow_limits) {
-      const Amount abs = Converted(qr);
-      Amount& b = t.borrow[qr.instance_type];
-      if (qr.count || qr.accelerators) b.a[0] = abs.a[0];
-      if (qr.count || qr.vcpu) b.a[1] = abs.a[1];
-      if (qr.count || qr.memory_gib) b.a[2] = abs.a[2];
+  Quota& t = teams_[team];
+  for (size_t ty = 0; ty < types_.size(); ++ty)
+    Contribute(tally_[ty], team, static_cast<int>(ty), t.usage[ty], -1);
+  std::fill(t.has_nominal.begin(), t.has_nominal.end(), 0);
+  std::fill(t.nominal.begin(), t.nominal.end(), Amount{});
+  std::fill(t.borrow.begin(), t.borrow.end(), Amount{});
+  t.exists = q != nullptr;
+  if (q) {
+    t.active = q->active;
+    t.strategy = q->strategy;
+    t.preempt = q->preempt_team_tasks;
+    t.weight = q->fair_share_weight;
+    for (const auto& [ty, n] : nominal) {
+      t.has_nominal[ty] = 1;
+      t.nominal[ty] = n;
+      Amount b;
+      if (q->strategy == SharingStrategy::kLendAndBorrow)
+        for (int r = 0; r < kR; ++r) b.a[r] = n.a[r] * q->borrow_limit_percent / 100;
+      t.borrow[ty] = b;
+    }
+    if (q->strategy == SharingStrategy::kLendAndBorrow) {
+      for (size_t i = 0; i < absolute.size(); ++i) {
+        const QuotaResource& qr = q->absolute_borrow_limits[i];
+        const Amount& abs = absolute[i].second;
+        Amount& b = t.borrow[absolute[i].first];
+        if (qr.count || qr.accelerators) b.a[0] = abs.a[0];
+        if (qr.count || qr.vcpu) b.a[1] = abs.a[1];
+        if (qr.count || qr.memory_gib) b.a[2] = abs.a[2];
+      }
     }
   }
+  for (size_t ty = 0; ty < types_.size(); ++ty)
+    Contribute(tally_[ty], team, static_cast<int>(ty), t.usage[ty], +1);
+}
+
+void InvariantChecker::UpsertQuota(const TeamQuota& q) {
+  ConfigChanged();
+  SetConfig(TeamIndex(q.team), &q);
 }
 
 void InvariantChecker::RemoveQuota(const std::string& team) {
   ConfigChanged();
-  Quota& t = teams_[team];
-  t.exists = false;
-  t.nominal.clear();
-  t.borrow.clear();
+  SetConfig(TeamIndex(team), nullptr);
 }
 
 void InvariantChecker::Submitted(const WorkloadSpec& s) {
   Job j;
-  j.team = s.team;
-  j.type = s.instance_type;
-  const InstanceTypeCapacity& it = types_.at(s.instance_type);
+  j.type = TypeIndex(s.instance_type);
+  j.team = TeamIndex(s.team);
+  const InstanceTypeCapacity& it = types_[j.type];
   const int64_t inst[kR] = {it.accelerators, int64_t{it.vcpus} * 1000,
                             static_cast<int64_t>(std::round(it.memory_gib * 1024.0))};
   for (int r = 0; r < kR; ++r) j.req.a[r] = (s.per_pod ? (*s.per_pod)[r] : inst[r]) * s.count;
   j.prio = PriorityOf(s.priority_class);
   j.ts = s.submit_time_ms;
   jobs_[s.id] = j;
-  ++teams_[s.team].pending;
-  pending_[{s.team, s.instance_type}].insert(s.id);
+  Quota& q = teams_[j.team];
+  ++q.pending;
+  q.queue[j.type].insert(s.id);
+  Mark(j.team, j.type, kReclaimDirty);
 }
 
 void InvariantChecker::Removed(uint64_t id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail(absl::StrCat("removed unknown job ", id));
-  if (it->second.state == 1) {
-    Add(it->second.team, it->second.type, it->second.req, -1);
-    ++changed_[""];
+  const Job& j = it->second;
+  if (j.state == 1) {
+    Add(j.team, j.type, j.req, -1);
+    --admitted_;
+    ++changes_;
   } else {
-    --teams_[it->second.team].pending;
+    --teams_[j.team].pending;
   }
-  pending_[{it->second.team, it->second.type}].erase(id);
+  teams_[j.team].queue[j.type].erase(id);
+  Mark(j.team, j.type, kReclaimDirty);
   jobs_.erase(it);
 }
 
@@ -137,119 +250,112 @@ void InvariantChecker::Fail(std::string msg) {
   if (messages_.size() < 50) messages_.push_back(absl::StrCat("cycle ", cycle_, ": ", msg));
 }
 
-InvariantChecker::Amount InvariantChecker::NominalOf(const std::string& team,
-                                                     const std::string& type) const {
-  auto t = teams_.find(team);
-  if (t == teams_.end() || !t->second.exists || !t->second.active) return {};
-  auto n = t->second.nominal.find(type);
-  return n == t->second.nominal.end() ? Amount{} : n->second;
+void InvariantChecker::Mark(int team, int type, uint8_t flags) {
+  uint8_t& f = teams_[team].flags[type];
+  if (f == 0) dirty_.emplace_back(team, type);
+  f |= flags;
 }
 
-InvariantChecker::Amount InvariantChecker::BorrowOf(const std::string& team,
-                                                    const std::string& type) const {
-  auto t = teams_.find(team);
-  if (t == teams_.end() || !t->second.exists || !t->second.active) return {};
-  auto n = t->second.borrow.find(type);
-  return n == t->second.borrow.end() ? Amount{} : n->second;
+InvariantChecker::Amount InvariantChecker::NominalOf(int team, int type) const {
+  const Quota& t = teams_[team];
+  if (!t.exists || !t.active) return {};
+  return t.nominal[type];
 }
 
-InvariantChecker::Amount InvariantChecker::UsageOf(const std::string& team,
-                                                   const std::string& type) const {
-  auto t = teams_.find(team);
-  if (t == teams_.end()) return {};
-  auto u = t->second.usage.find(type);
-  return u == t->second.usage.end() ? Amount{} : u->second;
+InvariantChecker::Amount InvariantChecker::BorrowOf(int team, int type) const {
+  const Quota& t = teams_[team];
+  if (!t.exists || !t.active) return {};
+  return t.borrow[type];
 }
 
-void InvariantChecker::Add(const std::string& team, const std::string& type, const Amount& req,
-                           int sign) {
-  Amount& u = teams_[team].usage[type];
+bool InvariantChecker::Lends(int team) const {
+  const Quota& t = teams_[team];
+  return t.exists && t.active && t.strategy != SharingStrategy::kDontLend;
+}
+
+// Adds (sign +1) or takes out (-1) one team's share of a type's cohort sums at `usage`.
+void InvariantChecker::Contribute(Tally& t, int team, int type, const Amount& usage,
+                                  int sign) const {
+  const Amount n = NominalOf(team, type);
+  const bool lends = Lends(team);
+  for (int r = 0; r < kR; ++r) {
+    t.borrowed[r] += sign * std::max<int64_t>(0, usage.a[r] - n.a[r]);
+    if (lends) {
+      t.idle[r] += sign * std::max<int64_t>(0, n.a[r] - usage.a[r]);
+      t.lendable[r] += sign * n.a[r];
+    }
+    t.nominal_sum[r] += sign * n.a[r];
+  }
+}
+
+void InvariantChecker::Add(int team, int type, const Amount& req, int sign) {
+  Quota& q = teams_[team];
+  Amount& u = q.usage[type];
+  Contribute(tally_[type], team, type, u, -1);
+  bool negative = false;
   for (int r = 0; r < kR; ++r) {
     u.a[r] += sign * req.a[r];
-    if (u.a[r] < 0) Fail(absl::StrCat("negative usage of ", team, " on ", type));
+    negative |= u.a[r] < 0;
   }
+  Contribute(tally_[type], team, type, u, +1);
+  if (negative) Fail(absl::StrCat("negative usage of ", q.name, " on ", types_[type].name));
+  Mark(team, type, kUsageDirty | kReclaimDirty);
+}
+
+int64_t InvariantChecker::IdleCapacity(int type, int r) const {
+  if (!policy_.idle_resource_sharing) return 0;
+  return std::max<int64_t>(0, capacity_[type].a[r] - tally_[type].nominal_sum[r]);
 }
 
 // Borrowers use no more than lenders leave idle (plus unallocated capacity when
 // IdleResourceSharing is on): Σ max(0, usage − nominal) ≤ Σ_lenders max(0, nominal − usage)
 // + idle. DontLend teams are no lenders.
-bool InvariantChecker::CohortOk(const std::string& type, std::string* why) const {
-  return CohortExcess(type, why) <= 0;
-}
+bool InvariantChecker::CohortOk(int type) const { return CohortExcess(type, nullptr) <= 0; }
 
-int64_t InvariantChecker::CohortExcess(const std::string& type, std::string* why) const {
-  const InstanceTypeCapacity& it = types_.at(type);
-  const int64_t cap[kR] = {it.accelerators * it.instances, int64_t{it.vcpus} * 1000 * it.instances,
-                           static_cast<int64_t>(std::round(it.memory_gib * 1024.0)) *
-                               it.instances};
-  int64_t borrowed[kR] = {0, 0, 0}, idle[kR] = {0, 0, 0}, nominal_sum[kR] = {0, 0, 0};
-  for (const auto& [name, t] : teams_) {
-    const Amount n = NominalOf(name, type);
-    const Amount u = UsageOf(name, type);
-    const bool lends = t.exists && t.active && t.strategy != SharingStrategy::kDontLend;
-    for (int r = 0; r < kR; ++r) {
-      borrowed[r] += std::max<int64_t>(0, u.a[r] - n.a[r]);
-      if (lends) idle[r] += std::max<int64_t>(0, n.a[r] - u.a[r]);
-      nominal_sum[r] += n.a[r];
-    }
-  }
+int64_t InvariantChecker::CohortExcess(int type, std::string* why) const {
+  const Tally& t = tally_[type];
   int64_t worst = std::numeric_limits<int64_t>::min();
   for (int r = 0; r < kR; ++r) {
-    if (policy_.idle_resource_sharing) idle[r] += std::max<int64_t>(0, cap[r] - nominal_sum[r]);
-    if (borrowed[r] > idle[r] && why)
-      *why = absl::StrCat(type, " resource ", r, ": borrowed ", borrowed[r],
-                          " > lendable idle ", idle[r]);
-    worst = std::max(worst, borrowed[r] - idle[r]);
+    const int64_t idle = t.idle[r] + IdleCapacity(type, r);
+    if (t.borrowed[r] > idle && why)
+      *why = absl::StrCat(types_[type].name, " resource ", r, ": borrowed ", t.borrowed[r],
+                          " > lendable idle ", idle);
+    worst = std::max(worst, t.borrowed[r] - idle);
   }
   return worst;
 }
 
-bool InvariantChecker::TeamOk(const std::string& team, const std::string& type,
-                              const Amount& req, std::string* why) const {
-  const Amount n = NominalOf(team, type), b = BorrowOf(team, type), u = UsageOf(team, type);
+bool InvariantChecker::TeamOk(int team, int type, const Amount& req, std::string* why) const {
+  const Amount n = NominalOf(team, type), b = BorrowOf(team, type);
+  const Amount& u = teams_[team].usage[type];
   for (int r = 0; r < kR; ++r) {
     if (req.a[r] > 0 && u.a[r] > n.a[r] + b.a[r]) {
       if (why)
-        *why = absl::StrCat(team, " on ", type, " resource ", r, ": usage ", u.a[r],
-                            " > nominal ", n.a[r], " + borrow limit ", b.a[r]);
+        *why = absl::StrCat(teams_[team].name, " on ", types_[type].name, " resource ", r,
+                            ": usage ", u.a[r], " > nominal ", n.a[r], " + borrow limit ",
+                            b.a[r]);
       return false;
     }
   }
   return true;
 }
 
-// Dominant borrowed share of `team` (with `delta` on `type`) ÷ weight; zero-weight
+// Dominant borrowed share of `team` (with `delta` on `type`; -1: none) ÷ weight; zero-weight
 // borrowers rank above every weighted one (1e12 + unweighted share).
-double InvariantChecker::Share(const std::string& team, const std::string& type,
-                               const Amount& delta) const {
+double InvariantChecker::Share(int team, int type, const Amount& delta) const {
   double lendable[kR] = {0, 0, 0};
-  int64_t nominal_sum[kR] = {0, 0, 0};
-  for (const auto& [tname, it] : types_) {
-    for (const auto& [name, t] : teams_) {
-      const Amount n = NominalOf(name, tname);
-      const bool lends = t.exists && t.active && t.strategy != SharingStrategy::kDontLend;
-      for (int r = 0; r < kR; ++r) {
-        if (lends) lendable[r] += n.a[r];
-        nominal_sum[r] += n.a[r];
-      }
-    }
-    if (policy_.idle_resource_sharing) {
-      const int64_t cap[kR] = {it.accelerators * it.instances,
-                               int64_t{it.vcpus} * 1000 * it.instances,
-                               static_cast<int64_t>(std::round(it.memory_gib * 1024.0)) *
-                                   it.instances};
-      for (int r = 0; r < kR; ++r) lendable[r] += std::max<int64_t>(0, cap[r] - nominal_sum[r]);
-    }
-    for (int r = 0; r < kR; ++r) nominal_sum[r] = 0;
-  }
+  for (size_t ty = 0; ty < types_.size(); ++ty)
+    for (int r = 0; r < kR; ++r)
+      lendable[r] += static_cast<double>(tally_[ty].lendable[r] +
+                                         IdleCapacity(static_cast<int>(ty), r));
+  const Quota& q = teams_[team];
   double best = 0;
-  const Quota& q = teams_.at(team);
   for (int r = 0; r < kR; ++r) {
     int64_t borrowed = 0;
-    for (const auto& [tname, it] : types_) {
-      Amount u = UsageOf(team, tname);
-      if (tname == type) u.a[r] += delta.a[r];
-      borrowed += std::max<int64_t>(0, u.a[r] - NominalOf(team, tname).a[r]);
+    for (size_t ty = 0; ty < types_.size(); ++ty) {
+      int64_t u = q.usage[ty].a[r];
+      if (static_cast<int>(ty) == type) u += delta.a[r];
+      borrowed += std::max<int64_t>(0, u - NominalOf(team, static_cast<int>(ty)).a[r]);
     }
     if (borrowed > 0) best = std::max(best, lendable[r] > 0 ? borrowed / lendable[r] : 1e9);
   }
@@ -258,22 +364,124 @@ double InvariantChecker::Share(const std::string& team, const std::string& type,
 }
 
 bool InvariantChecker::FitsUnusedNominal(const WorkloadSpec& s) const {
-  auto t = teams_.find(s.team);
-  if (t == teams_.end() || !t->second.exists || !t->second.active) return false;
-  if (!t->second.nominal.contains(s.instance_type)) return false;
+  auto ti = team_index_.find(s.team);
+  auto yi = type_index_.find(s.instance_type);
+  if (ti == team_index_.end() || yi == type_index_.end()) return false;
+  const int team = ti->second, type = yi->second;
+  const Quota& t = teams_[team];
+  if (!t.exists || !t.active || !t.has_nominal[type]) return false;
   auto j = jobs_.find(s.id);
   if (j == jobs_.end()) return false;
-  const Amount n = NominalOf(s.team, s.instance_type), u = UsageOf(s.team, s.instance_type);
+  const Amount n = NominalOf(team, type), u = t.usage[type];
   for (int r = 0; r < kR; ++r)
     if (j->second.req.a[r] > 0 && u.a[r] + j->second.req.a[r] > n.a[r]) return false;
   return true;
 }
 
+// Lender reclaim on one queue: no pending job fits its team's unused nominal quota. Only a
+// team with unused nominal quota on the type needs a look at its jobs.
+void InvariantChecker::CheckReclaim(int team, int type) {
+  ++stats_.queues_checked;
+  const Quota& q = teams_[team];
+  const std::set<uint64_t>& ids = q.queue[type];
+  if (ids.empty() || !q.exists || !q.active || !q.has_nominal[type]) return;
+  const Amount n = NominalOf(team, type), u = q.usage[type];
+  bool room = false;
+  for (int r = 0; r < kR; ++r) room |= n.a[r] > u.a[r];
+  if (!room) return;
+  for (uint64_t id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;  // Recount reports a queue out of step with the jobs
+    const Job& j = it->second;
+    if (j.state != 0 || j.evicted_cycle == cycle_) continue;
+    bool fits = true;
+    for (int r = 0; r < kR; ++r)
+      if (j.req.a[r] > 0 && u.a[r] + j.req.a[r] > n.a[r]) fits = false;
+    if (fits)
+      Fail(absl::StrCat("job ", id, " of ", q.name, " fits the team's unused nominal quota "
+                        "but stays pending"));
+  }
+}
+
+bool InvariantChecker::Recount() {
+  ++stats_.recounts;
+  ++ProcessTotalsStore().recounts;
+  const int64_t before = violations_;
+  const size_t nt = types_.size();
+  std::vector<std::vector<Amount>> usage(teams_.size(), std::vector<Amount>(nt));
+  std::vector<int64_t> pending(teams_.size(), 0);
+  int64_t admitted = 0, waiting = 0;
+  bool queues_ok = true;
+  for (const auto& [id, j] : jobs_) {
+    if (j.state == 1) {
+      for (int r = 0; r < kR; ++r) usage[j.team][j.type].a[r] += j.req.a[r];
+      ++admitted;
+    } else {
+      ++pending[j.team];
+      ++waiting;
+      if (!teams_[j.team].queue[j.type].contains(id)) queues_ok = false;
+    }
+  }
+  int64_t queued = 0;
+  for (const Quota& q : teams_)
+    for (const auto& ids : q.queue) queued += static_cast<int64_t>(ids.size());
+  // Every job not admitted is in its queue and the queues hold nothing else.
+  if (!queues_ok || queued != waiting) {
+    Fail(absl::StrCat("recount: the queues hold ", queued, " jobs, ", waiting,
+                      " are not admitted", queues_ok ? "" : ", and some are missing"));
+    for (Quota& q : teams_)
+      for (auto& ids : q.queue) ids.clear();
+    for (const auto& [id, j] : jobs_)
+      if (j.state != 1) teams_[j.team].queue[j.type].insert(id);
+  }
+  if (admitted != admitted_)
+    Fail(absl::StrCat("recount: ", admitted, " jobs hold quota, incremental count ", admitted_));
+  admitted_ = admitted;
+  for (size_t t = 0; t < teams_.size(); ++t) {
+    Quota& q = teams_[t];
+    if (q.pending != pending[t])
+      Fail(absl::StrCat("recount: ", q.name, " has ", pending[t],
+                        " jobs not admitted, incremental count ", q.pending));
+    q.pending = pending[t];
+    for (size_t ty = 0; ty < nt; ++ty)
+      for (int r = 0; r < kR; ++r)
+        if (q.usage[ty].a[r] != usage[t][ty].a[r])
+          Fail(absl::StrCat("recount: usage of ", q.name, " on ", types_[ty].name,
+                            " resource ", r, ": incremental ", q.usage[ty].a[r],
+                            ", sum of admitted ", usage[t][ty].a[r]));
+    q.usage = std::move(usage[t]);
+  }
+  std::vector<Tally> fresh(nt);
+  for (size_t t = 0; t < teams_.size(); ++t)
+    for (size_t ty = 0; ty < nt; ++ty)
+      Contribute(fresh[ty], static_cast<int>(t), static_cast<int>(ty), teams_[t].usage[ty], +1);
+  for (size_t ty = 0; ty < nt; ++ty) {
+    const Tally &a = tally_[ty], &b = fresh[ty];
+    for (int r = 0; r < kR; ++r) {
+      const std::pair<const char*, std::pair<int64_t, int64_t>> sums[] = {
+          {"borrowed", {a.borrowed[r], b.borrowed[r]}},
+          {"idle", {a.idle[r], b.idle[r]}},
+          {"nominal sum", {a.nominal_sum[r], b.nominal_sum[r]}},
+          {"lendable", {a.lendable[r], b.lendable[r]}}};
+      for (const auto& [what, v] : sums)
+        if (v.first != v.second)
+          Fail(absl::StrCat("recount: ", what, " of ", types_[ty].name, " resource ", r,
+                            ": incremental ", v.first, ", recount ", v.second));
+    }
+  }
+  tally_ = std::move(fresh);
+  if (violations_ != before) all_dirty_ = true;  // re-check every queue on the recount
+  return violations_ == before;
+}
+
 void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, bool full) {
+  const int64_t cpu0 = ThreadCpuNs();
+  const Stats stats0 = stats_;
   ++cycle_;
-  std::set<std::pair<std::string, std::string>> touched;
+  ++stats_.cycles;
   std::vector<uint64_t> admitted_now;  // admitted without preemption
-  std::set<std::string> evicted_types;
+  std::vector<char> evicted_types(types_.size(), 0);
+  std::vector<std::pair<int, int>> evicted_queues;
   for (const Admission& a : res.admitted) {
     auto jit = jobs_.find(a.id);
     if (jit == jobs_.end()) {
@@ -286,12 +494,12 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
       continue;
     }
     const Quota& tq = teams_[w.team];
-    if (!tq.exists || !tq.active) Fail(absl::StrCat("inactive team ", w.team, " admitted ", a.id));
+    if (!tq.exists || !tq.active) Fail(absl::StrCat("inactive team ", tq.name, " admitted ", a.id));
     // Whether the preemptor is within nominal after admission, judged before any eviction
     // (as the engine decides which candidates it may take).
     bool within_nominal = true;
     {
-      const Amount n = NominalOf(w.team, w.type), u = UsageOf(w.team, w.type);
+      const Amount n = NominalOf(w.team, w.type), u = tq.usage[w.type];
       for (int r = 0; r < kR; ++r)
         if (w.req.a[r] > 0 && u.a[r] + w.req.a[r] > n.a[r]) within_nominal = false;
     }
@@ -310,7 +518,7 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
       if (v.type != w.type) Fail(absl::StrCat("victim ", p.victim, " on another type"));
       if (v.team == w.team) {
         if (tq.preempt != PreemptTeamTasks::kLowerPriority)
-          Fail(absl::StrCat("team ", w.team, " has PreemptTeamTasks=Never but ", a.id,
+          Fail(absl::StrCat("team ", tq.name, " has PreemptTeamTasks=Never but ", a.id,
                             " preempted ", p.victim));
         if (!(v.prio < w.prio))
           Fail(absl::StrCat(a.id, " (prio ", w.prio, ") preempted same-team ", p.victim,
@@ -320,12 +528,12 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
                             std::string(PreemptionReasonName(p.reason))));
       } else {
         // The victim's team must be borrowing on a resource the preemptor needs.
-        const Amount n = NominalOf(v.team, v.type), u = UsageOf(v.team, v.type);
+        const Amount n = NominalOf(v.team, v.type), u = teams_[v.team].usage[v.type];
         bool borrowing = false;
         for (int r = 0; r < kR; ++r)
           if (w.req.a[r] > 0 && u.a[r] > n.a[r]) borrowing = true;
         if (!borrowing)
-          Fail(absl::StrCat(a.id, " preempted ", p.victim, " of ", v.team,
+          Fail(absl::StrCat(a.id, " preempted ", p.victim, " of ", teams_[v.team].name,
                             " which is not borrowing"));
         if (within_nominal) {
           if (p.reason != PreemptionReason::kReclaim)
@@ -338,14 +546,16 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
           for (int r = 0; r < kR; ++r) delta.a[r] -= own_victims.a[r];
           const double mine = Share(w.team, w.type, delta);
           const double theirs = Share(v.team, v.type, Amount{});
-          if (mine > theirs * (1 + 1e-9) + 1e-12)
-          {
+          if (mine > theirs * (1 + 1e-9) + 1e-12) {
             std::string all;
-            for (const Preemption& q : a.victims)
-              absl::StrAppend(&all, " ", q.victim, "/", jobs_[q.victim].team);
-            Fail(absl::StrCat(a.id, " of ", w.team, " (share ", mine, ") preempted ", p.victim,
-                              " of ", v.team, " (share ", theirs, ") by fair sharing; victims",
-                              all));
+            for (const Preemption& q : a.victims) {
+              auto qj = jobs_.find(q.victim);
+              absl::StrAppend(&all, " ", q.victim, "/",
+                              qj == jobs_.end() ? "?" : teams_[qj->second.team].name);
+            }
+            Fail(absl::StrCat(a.id, " of ", tq.name, " (share ", mine, ") preempted ",
+                              p.victim, " of ", teams_[v.team].name, " (share ", theirs,
+                              ") by fair sharing; victims", all));
           }
           if (p.reason != PreemptionReason::kFairSharing)
             Fail(absl::StrCat("fair-share victim ", p.victim, " with reason ",
@@ -353,46 +563,46 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
         }
         // Ping-pong (fair sharing): the victim had itself evicted this preemptor by fair
         // sharing, and nothing else was admitted or released anywhere since (shares span
-        // every type; Kueue's fair_sharing.md guarantee holds for an unchanged state). A lender reclaiming its nominal quota
-        // is not ping-pong.
+        // every type; Kueue's fair_sharing.md guarantee holds for an unchanged state). A
+        // lender reclaiming its nominal quota is not ping-pong.
         if (p.reason == PreemptionReason::kFairSharing) {
           if (auto pb = preempted_by_.find(p.victim);
-              pb != preempted_by_.end() && pb->second.first == changed_[""] &&
-              pb->second.second.contains(absl::StrCat(a.id)))
+              pb != preempted_by_.end() && pb->second.first == changes_ &&
+              pb->second.second.contains(a.id))
             Fail(absl::StrCat("ping-pong: ", p.victim, " had evicted ", a.id,
                               " and is now evicted by it"));
-          preempted_by_[a.id].first = changed_[""] + 1;  // after this admission
-          preempted_by_[a.id].second.insert(absl::StrCat(p.victim));
+          preempted_by_[a.id].first = changes_ + 1;  // after this admission
+          preempted_by_[a.id].second.insert(p.victim);
         }
       }
       Add(v.team, v.type, v.req, -1);
+      --admitted_;
       v.state = 0;
-      pending_[{v.team, v.type}].insert(p.victim);
+      teams_[v.team].queue[v.type].insert(p.victim);
       v.evicted_cycle = cycle_;
       ++teams_[v.team].pending;
-      touched.insert({v.team, v.type});
+      evicted_queues.emplace_back(v.team, v.type);
     }
     // Admit and check capacity. A cohort already over (a quota shrank: over-admission is
     // allowed and nothing is evicted) may not get further over.
     const int64_t excess_before = CohortExcess(w.type, nullptr);
     Add(w.team, w.type, w.req, +1);
-    ++changed_[""];
+    ++admitted_;
+    ++changes_;
     w.state = 1;
-    pending_[{w.team, w.type}].erase(a.id);
+    teams_[w.team].queue[w.type].erase(a.id);
     --teams_[w.team].pending;
-    touched.insert({w.team, w.type});
     if (a.victims.empty()) admitted_now.push_back(a.id);
-    else evicted_types.insert(w.type);
+    else evicted_types[w.type] = 1;
     std::string why;
     if (!TeamOk(w.team, w.type, w.req, &why)) Fail(absl::StrCat("admitting ", a.id, ": ", why));
-    if (const int64_t excess = CohortExcess(w.type, &why);
-        excess > 0 && excess > excess_before)
+    if (const int64_t excess = CohortExcess(w.type, &why); excess > 0 && excess > excess_before)
       Fail(absl::StrCat("admitting ", a.id, ": ", why));
     if (tq.strategy == SharingStrategy::kLend) {
-      const Amount n = NominalOf(w.team, w.type), u = UsageOf(w.team, w.type);
+      const Amount n = NominalOf(w.team, w.type), u = tq.usage[w.type];
       for (int r = 0; r < kR; ++r)
         if (w.req.a[r] > 0 && u.a[r] > n.a[r])
-          Fail(absl::StrCat("Lend-only team ", w.team, " above nominal after ", a.id));
+          Fail(absl::StrCat("Lend-only team ", tq.name, " above nominal after ", a.id));
     }
     // Minimality: with any one victim back, the preemptor must no longer fit.
     for (const Preemption& p : a.victims) {
@@ -400,7 +610,7 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
       if (vit == jobs_.end()) continue;
       const Job& v = vit->second;
       Add(v.team, v.type, v.req, +1);
-      if (TeamOk(w.team, w.type, w.req, nullptr) && CohortOk(w.type, nullptr) &&
+      if (TeamOk(w.team, w.type, w.req, nullptr) && CohortOk(w.type) &&
           TeamOk(v.team, v.type, v.req, nullptr))
         Fail(absl::StrCat("victim ", p.victim, " of ", a.id, " was not needed"));
       Add(v.team, v.type, v.req, -1);
@@ -415,72 +625,65 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
     }
     Job& j = jit->second;
     const Quota& q = teams_[j.team];
-    bool exceeds = !q.nominal.contains(j.type);
+    bool exceeds = !q.has_nominal[j.type];
     if (!exceeds) {
       // What lenders could ever lend: every lender's nominal plus unallocated capacity.
-      const InstanceTypeCapacity& it = types_.at(j.type);
-      const int64_t cap[kR] = {it.accelerators * it.instances,
-                               int64_t{it.vcpus} * 1000 * it.instances,
-                               static_cast<int64_t>(std::round(it.memory_gib * 1024.0)) *
-                                   it.instances};
-      int64_t pool[kR] = {0, 0, 0}, nominal_sum[kR] = {0, 0, 0};
-      for (const auto& [name, t] : teams_) {
-        const Amount n = NominalOf(name, j.type);
-        for (int r = 0; r < kR; ++r) {
-          nominal_sum[r] += n.a[r];
-          if (t.exists && t.active && t.strategy != SharingStrategy::kDontLend) pool[r] += n.a[r];
-        }
-      }
       const Amount n = NominalOf(j.team, j.type), b = BorrowOf(j.team, j.type);
       for (int r = 0; r < kR; ++r) {
-        if (policy_.idle_resource_sharing) pool[r] += std::max<int64_t>(0, cap[r] - nominal_sum[r]);
-        if (q.strategy == SharingStrategy::kDontLend) pool[r] += n.a[r];
-        const int64_t most = std::min(n.a[r] + b.a[r], pool[r]);
+        int64_t pool = tally_[j.type].lendable[r] + IdleCapacity(j.type, r);
+        if (q.strategy == SharingStrategy::kDontLend) pool += n.a[r];
+        const int64_t most = std::min(n.a[r] + b.a[r], pool);
         if (j.req.a[r] > 0 && j.req.a[r] > most) exceeds = true;
       }
     }
     if (!exceeds) Fail(absl::StrCat("job ", id, " classified NeverFits but could fit"));
     j.state = 2;
   }
-  // Usage conservation against the engine, for every touched team and type.
-  for (const auto& [team, type] : touched) {
-    const Resources e = engine.Usage(team, type);
-    const Amount u = UsageOf(team, type);
+  if (full) {
+    ++stats_.full_checks;
+    Recount();
+  }
+  // Usage conservation against the engine: every team and type in a full check, else those
+  // whose usage changed since the last check.
+  auto compare = [&](int team, int type) {
+    const Resources e = engine.Usage(teams_[team].name, types_[type].name);
+    const Amount& u = teams_[team].usage[type];
     for (int r = 0; r < kR; ++r)
       if (e[r] != u.a[r])
-        Fail(absl::StrCat("usage of ", team, " on ", type, " resource ", r, ": engine ", e[r],
-                          ", sum of admitted ", u.a[r]));
+        Fail(absl::StrCat("usage of ", teams_[team].name, " on ", types_[type].name,
+                          " resource ", r, ": engine ", e[r], ", sum of admitted ", u.a[r]));
+  };
+  const bool every_queue = full || all_dirty_;
+  if (full) {
+    for (size_t t = 0; t < teams_.size(); ++t)
+      for (size_t ty = 0; ty < types_.size(); ++ty) compare(static_cast<int>(t), static_cast<int>(ty));
+  } else {
+    for (const auto& [t, ty] : dirty_)
+      if (teams_[t].flags[ty] & kUsageDirty) compare(t, ty);
   }
-  if (!full) return;
-  // Lender reclaim: no pending job fits its team's unused nominal quota. Only queues whose
-  // team has unused nominal quota need a look.
-  for (const auto& [queue, ids] : pending_) {
-    if (ids.empty()) continue;
-    const auto& [team, type] = queue;
-    const Quota& q = teams_[team];
-    if (!q.exists || !q.active || !q.nominal.contains(type)) continue;
-    const Amount n = NominalOf(team, type), u = UsageOf(team, type);
-    bool room = false;
-    for (int r = 0; r < kR; ++r) room |= n.a[r] > u.a[r];
-    if (!room) continue;
-    for (uint64_t id : ids) {
-      const Job& j = jobs_.at(id);
-      if (j.state != 0 || j.evicted_cycle == cycle_) continue;
-      bool fits = true;
-      for (int r = 0; r < kR; ++r)
-        if (j.req.a[r] > 0 && u.a[r] + j.req.a[r] > n.a[r]) fits = false;
-      if (fits)
-        Fail(absl::StrCat("job ", id, " of ", team, " fits the team's unused nominal quota "
-                          "but stays pending"));
-    }
+  // Lender reclaim, on every queue or on those that changed since the last check.
+  if (every_queue) {
+    for (size_t t = 0; t < teams_.size(); ++t)
+      for (size_t ty = 0; ty < types_.size(); ++ty)
+        CheckReclaim(static_cast<int>(t), static_cast<int>(ty));
+  } else {
+    for (const auto& [t, ty] : dirty_)
+      if (teams_[t].flags[ty] & kReclaimDirty) CheckReclaim(t, ty);
   }
+  for (const auto& [t, ty] : dirty_) teams_[t].flags[ty] = 0;
+  dirty_.clear();
+  all_dirty_ = false;
+  // Jobs evicted in this cycle were exempt; their queues are due in the next check.
+  for (const auto& [t, ty] : evicted_queues) Mark(t, ty, kReclaimDirty);
   // Ordering: within a cycle without evictions on the type, free quota only shrinks, so
   // an earlier job no larger than one admitted without preemption must have been admitted.
   for (uint64_t aid : admitted_now) {
     const Job& a = jobs_.at(aid);
-    if (a.state != 1 || evicted_types.contains(a.type)) continue;
-    for (uint64_t id : pending_[{a.team, a.type}]) {
-      const Job& j = jobs_.at(id);
+    if (a.state != 1 || evicted_types[a.type]) continue;
+    for (uint64_t id : teams_[a.team].queue[a.type]) {
+      auto jit = jobs_.find(id);
+      if (jit == jobs_.end()) continue;
+      const Job& j = jit->second;
       if (j.state != 0 || j.evicted_cycle == cycle_) continue;
       const bool ahead =
           j.prio > a.prio || (j.prio == a.prio && (j.ts < a.ts || (j.ts == a.ts && id < aid)));
@@ -490,15 +693,25 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
         if (j.req.a[r] > a.req.a[r]) smaller = false;
       if (smaller)
         Fail(absl::StrCat("job ", aid, " admitted past earlier, no larger job ", id, " of ",
-                          a.team));
+                          teams_[a.team].name));
     }
   }
+  // Nothing holds quota any more (the end of a trace): recount once more, cheaply.
+  if (!full && admitted_ == 0) Recount();
+  stats_.cpu_ns += ThreadCpuNs() - cpu0;
+  Totals& g = ProcessTotalsStore();
+  g.cycles += stats_.cycles - stats0.cycles;
+  g.full_checks += stats_.full_checks - stats0.full_checks;
+  g.queues_checked += stats_.queues_checked - stats0.queues_checked;
+  g.cpu_ns += stats_.cpu_ns - stats0.cpu_ns;
 }
 
 std::vector<InvariantChecker::TeamView> InvariantChecker::Teams() const {
   std::vector<TeamView> out;
-  for (const auto& [name, t] : teams_) {
-    out.push_back({name, t.weight, t.exists && t.active, t.exists ? Share(name, "", {}) : 0,
+  out.reserve(team_index_.size());
+  for (const auto& [name, idx] : team_index_) {
+    const Quota& t = teams_[idx];
+    out.push_back({name, t.weight, t.exists && t.active, t.exists ? Share(idx, -1, {}) : 0,
                    t.pending});
   }
   return out;
