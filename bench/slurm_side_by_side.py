@@ -28,13 +28,17 @@ What it does:
      priority, FCFS within a class), time limit = its true runtime rounded up to whole
      minutes (helps backfill). Trace cancels become `scancel --state=PENDING`. Quotas,
      borrowing, fair share, preemption and the quota churn are not modelled.
-     Profile `gov` (Slurm-Gov, experimental; does not start on Debian 22.05.8, see
-     bench/README.md): slurmdbd + MariaDB, one account per team, one QOS per class, a
-     guaranteed and an opportunistic partition per instance type with partition-priority
-     preemption (requeue).
+     Profile `gov` (Slurm-Gov): its own MariaDB (own datadir, socket and port) and
+     slurmdbd (own port), one account per team (fair share), a sub-account per (team,
+     type) capped at nominal + borrow limit, one QOS per class (priority), and per (team,
+     type) a guaranteed partition (partition QOS capped at nominal) and an opportunistic
+     one (preempted by requeue) over the type's nodes: partition-priority preemption is
+     reclaim. The daemons run under argv[0] "slurmctld" / "slurmd" (see
+     SlurmCluster.start). Jobs above nominal + borrow limit are not submitted.
   5. Measures: `sdiag` every 10 s (main and backfill cycle times, queue length), slurmctld
      CPU seconds and RSS from /proc/<pid>/stat and status, per-job submit/start/end from
-     jobcomp/filetxt; then prints the ratios against the engine on the same trace.
+     jobcomp/filetxt (gov: also peak usage against every cap, from the same records); then
+     prints the ratios against the engine on the same trace.
 
 Always stops its daemons on exit (also on Ctrl-C / SIGTERM / SIGHUP): cancels its jobs, then
 stops the slurmds, slurmctld (slurmdbd, MariaDB) and munged by the pids it started.
@@ -144,6 +148,45 @@ class SlurmCluster:
         self.procs = {}  # name -> Popen
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         self.nodes = []  # (node name, port)
+        self.limits = self.gov_limits() if profile == "gov" else {}
+
+    def gov_limits(self):
+        """{(team, instance type): {"account": (name, vCPU cap), "g": (partition, vCPU cap),
+        "o": (partition, vCPU cap), the latter absent when the team cannot borrow}}.
+
+        Slurm-Gov's quotas, per team and instance type: a sub-account of the team capped at
+        nominal + borrow limit (BorrowLimit % of nominal, or the absolute limit when lower;
+        0 unless LendAndBorrow); a guaranteed partition capped at the nominal quota and,
+        when the borrow limit is above 0, an opportunistic one capped at nominal + borrow
+        limit, so that a job of up to nominal + borrow limit can run, preemptably. Caps are
+        vCPU, which stands for the accelerator share (see write_config).
+        """
+        types = {t["name"]: t for t in self.cluster["types"]}
+        out = {}
+        for q in self.quotas:
+            team = q["team"]
+            for res in q["resources"]:
+                t = types[res["instance_type"]]
+                short = SHORT.get(t["name"], t["name"].split(".")[1])
+                nodes = res.get("count")
+                if nodes is None:
+                    nodes = res.get("accelerators", 0) / max(1, t["accelerators"])
+                nominal = int(nodes * t["vcpus"])
+                borrow = 0
+                if q["strategy"] == "LendAndBorrow":
+                    borrow = nominal * q["borrow_limit_percent"] // 100
+                    for a in q.get("absolute_borrow_limits", []):
+                        if a["instance_type"] == t["name"] and a.get("count") is not None:
+                            borrow = min(borrow, int(a["count"] * t["vcpus"]))
+                if nominal + borrow <= 0:
+                    continue
+                lim = {"account": (f"{team}-{short}", nominal + borrow)}
+                if nominal > 0:
+                    lim["g"] = (f"{short}-g-{team}", nominal)
+                if borrow > 0:
+                    lim["o"] = (f"{short}-o-{team}", nominal + borrow)
+                out[(team, t["name"])] = lim
+        return out
 
     # --- configuration -------------------------------------------------------------------
     def node_sets(self):
@@ -240,17 +283,32 @@ class SlurmCluster:
                 self.nodes.append((name, port))
                 lines.append(f"NodeName={name} NodeAddr=127.0.0.1 Port={port} "
                              f"CPUs={t['vcpus']} RealMemory={mem} State=UNKNOWN")
-        for i, (short, names, t) in enumerate(self.node_sets()):
-            nodes = f"{short}-[{1:05d}-{len(names):05d}]"
-            if self.profile == "gov":
-                # Guaranteed (nominal quota) work preempts borrowed work on the same nodes.
-                lines.append(f"PartitionName={short}-g Nodes={nodes} MaxTime=UNLIMITED "
-                             "State=UP PriorityTier=2 PreemptMode=OFF")
-                lines.append(f"PartitionName={short}-o Nodes={nodes} MaxTime=UNLIMITED "
-                             "State=UP PriorityTier=1 PreemptMode=REQUEUE")
-            else:
-                lines.append(f"PartitionName={short} Nodes={nodes} MaxTime=UNLIMITED State=UP"
-                             + (" Default=YES" if i == 0 else ""))
+        ranges = {t["name"]: f"{short}-[{1:05d}-{len(names):05d}]"
+                  for short, names, t in self.node_sets()}
+        if self.profile == "gov":
+            # Per (team, type): a guaranteed partition (PriorityTier 2, not preemptable)
+            # whose partition QOS caps the team at its nominal quota, and an opportunistic
+            # one (PriorityTier 1, requeued), both over all the type's nodes and open to the
+            # team's sub-account for the type only (caps in gov_limits). Guaranteed work
+            # then preempts borrowed work (reclaim). Not
+            # per-(account, partition) associations with one guaranteed and one
+            # opportunistic partition per type (§5.4): 22.05 rejects multi-partition jobs
+            # when associations name a partition ("Multiple partition job request not
+            # supported when a partition is set in the association").
+            for (team, tname), lim in sorted(self.limits.items()):
+                for tier in ("g", "o"):
+                    if tier not in lim:
+                        continue
+                    part = lim[tier][0]
+                    lines.append(
+                        f"PartitionName={part} Nodes={ranges[tname]} MaxTime=UNLIMITED "
+                        f"State=UP AllowAccounts={lim['account'][0]} QOS={part} "
+                        + ("PriorityTier=2 PreemptMode=OFF" if tier == "g"
+                           else "PriorityTier=1 PreemptMode=REQUEUE"))
+        else:
+            for i, (short, _names, t) in enumerate(self.node_sets()):
+                lines.append(f"PartitionName={short} Nodes={ranges[t['name']]} "
+                             "MaxTime=UNLIMITED State=UP" + (" Default=YES" if i == 0 else ""))
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         open(os.path.join(d, "plugstack.conf"), "w").close()
@@ -267,10 +325,12 @@ class SlurmCluster:
             os.chmod(dbd, 0o600)
 
     # --- daemons ---------------------------------------------------------------------------
-    def _spawn(self, name, argv):
+    def _spawn(self, name, argv, executable=None):
+        """Starts argv in its own session; `executable`, when given, runs under argv[0]."""
         out = open(os.path.join(self.dir, "log", f"{name}.stdout"), "w")
-        self.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                            env=self.env, start_new_session=True)
+        self.procs[name] = subprocess.Popen(argv, executable=executable, stdout=out,
+                                            stderr=subprocess.STDOUT, env=self.env,
+                                            start_new_session=True)
         out.close()
         return self.procs[name]
 
@@ -288,11 +348,13 @@ class SlurmCluster:
         self._wait(lambda: os.path.exists(self.munge_sock), timeout, "munged socket")
         if self.profile == "gov":
             self._start_accounting(timeout)
-        # The state directory is new, so -c changes nothing but, with slurmdbd, makes
-        # 22.05.8 flush "running" jobs through an agent connection not open yet (SIGSEGV in
-        # slurm_persist_msg_pack): gov starts without it.
-        cold = ["-c"] if self.profile != "gov" else []
-        self._spawn("slurmctld", [DAEMONS["slurmctld"], "-D"] + cold + ["-f", self.conf])
+        # argv[0] must be "slurmctld" / "slurmd": Slurm decides which daemon it runs in by
+        # argv[0]'s basename (running_in_slurmctld()), and under "slurmctld-wlm" the
+        # slurmdbd plugin never keeps its agent connection, so the first accounting message
+        # (the flush of a fresh state directory) dereferences NULL (SIGSEGV in
+        # slurm_persist_msg_pack ← acct_storage_p_flush_jobs_on_cluster).
+        self._spawn("slurmctld", ["slurmctld", "-D", "-c", "-f", self.conf],
+                    executable=DAEMONS["slurmctld"])
 
         def ctld_up():
             r = self.run(["scontrol", "ping"], check=False)
@@ -300,8 +362,9 @@ class SlurmCluster:
         self._wait(ctld_up, timeout, "slurmctld ping")
         for name, _port in self.nodes:
             os.makedirs(os.path.join(d, "spool", name), exist_ok=True)
-            self._spawn(f"slurmd:{name}", [DAEMONS["slurmd"], "-D", "-c", "-f", self.conf,
-                                           "-N", name, "-d", DAEMONS["slurmstepd"]])
+            self._spawn(f"slurmd:{name}", ["slurmd", "-D", "-c", "-f", self.conf,
+                                           "-N", name, "-d", DAEMONS["slurmstepd"]],
+                        executable=DAEMONS["slurmd"])
             time.sleep(0.01)
 
         def nodes_ready():
@@ -311,11 +374,11 @@ class SlurmCluster:
         self._wait(nodes_ready, timeout, "all nodes idle")
 
     def _start_accounting(self, timeout):
-        """Our own MariaDB (TCP 127.0.0.1:db_port, no grant tables) and slurmdbd, then one
-        account per team (fairshare = FairShareWeight), one QOS per priority class (priority
-        = class weight) and per-(team, partition) limits: GrpTRES cpu = nominal on the
-        guaranteed partition, nominal × BorrowLimit % on the opportunistic one (0 unless
-        LendAndBorrow). vCPU stands for the instance share (see write_config)."""
+        """Our own MariaDB (TCP 127.0.0.1:db_port and a socket in our directory, its own
+        datadir, no grant tables) and slurmdbd (DbdPort dbd_port), then one account per team
+        (fairshare = FairShareWeight), one QOS per priority class (priority = class weight)
+        and one partition QOS per partition of gov_limits() (GrpTRES cpu = its cap). All of
+        it exists before slurmctld starts, which resolves the partitions' QOS at start."""
         d = self.dir
         db = os.path.join(d, "db")
         r = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={db}",
@@ -339,33 +402,24 @@ class SlurmCluster:
         def dbd_up():
             return self.run(["sacctmgr", "-n", "list", "cluster"], check=False).returncode == 0
         self._wait(dbd_up, timeout, "slurmdbd")
-        types = {t["name"]: t for t in self.cluster["types"]}
         cmds = [["add", "cluster", "hfsbs"]]
         classes = self.cluster["priority_classes"]
         for c in classes:
             cmds.append(["add", "qos", c["name"], f"priority={c['weight']}"])
+        for lim in self.limits.values():
+            for tier in ("g", "o"):
+                if tier in lim:
+                    cmds.append(["add", "qos", lim[tier][0], f"grptres=cpu={lim[tier][1]}"])
         qos = ",".join(["normal"] + [c["name"] for c in classes])
         for q in self.quotas:
-            team = q["team"]
-            cmds.append(["add", "account", team, "cluster=hfsbs",
+            cmds.append(["add", "account", q["team"], "cluster=hfsbs",
                          f"fairshare={max(1, q['fair_share_weight'])}"])
-            for res in q["resources"]:
-                t = types[res["instance_type"]]
-                short = SHORT.get(t["name"], t["name"].split(".")[1])
-                nodes = res.get("count")
-                if nodes is None:
-                    nodes = res.get("accelerators", 0) / max(1, t["accelerators"])
-                nominal_cpu = int(nodes * t["vcpus"])
-                borrow = 0
-                if q["strategy"] == "LendAndBorrow":
-                    borrow = nominal_cpu * q["borrow_limit_percent"] // 100
-                    for a in q.get("absolute_borrow_limits", []):
-                        if a["instance_type"] == t["name"] and a.get("count") is not None:
-                            borrow = min(borrow, int(a["count"] * t["vcpus"]))
-                for part, cpu in ((f"{short}-g", nominal_cpu), (f"{short}-o", borrow)):
-                    cmds.append(["add", "user", "root", f"account={team}", "cluster=hfsbs",
-                                 f"partition={part}", f"qos={qos}", "defaultqos=normal",
-                                 f"grptres=cpu={cpu}"])
+        for (team, _t), lim in sorted(self.limits.items()):
+            acct, cap = lim["account"]
+            cmds.append(["add", "account", acct, f"parent={team}", "cluster=hfsbs",
+                         "fairshare=1", f"grptres=cpu={cap}"])
+            cmds.append(["add", "user", "root", f"account={acct}", "cluster=hfsbs",
+                         f"qos={qos}", "defaultqos=normal"])
         for c in cmds:
             r = self.run(["sacctmgr", "-i"] + c, check=False)
             if r.returncode != 0 and "Nothing new added" not in r.stdout + r.stderr:
@@ -520,8 +574,21 @@ def epoch(ts):
     return time.mktime(time.strptime(ts, "%Y-%m-%dT%H:%M:%S"))
 
 
-def sbatch_argv(job, compression, cluster_types, profile="fifo"):
-    """sbatch arguments for one trace submit (see the module docstring)."""
+def job_cpus(job, cluster_types):
+    """vCPUs one trace submit occupies on Slurm (whole nodes for gangs, as --exclusive)."""
+    t = cluster_types[job["type"]]
+    pp = job.get("per_pod")
+    if pp:
+        return min(max(1, pp["vcpu_milli"] // 1000), t["vcpus"])
+    return job["count"] * t["vcpus"]
+
+
+def sbatch_argv(job, compression, cluster_types, profile="fifo", limits=None):
+    """sbatch arguments for one trace submit (see the module docstring).
+
+    Profile gov: the team's partitions for the job's type whose cap can hold the job (from
+    SlurmCluster.gov_limits); None when there is none, i.e. the job can never run under
+    Slurm-Gov's limits (a job cannot span the guaranteed and opportunistic partitions)."""
     part = SHORT.get(job["type"], job["type"].split(".")[1])
     run_s = job["runtime_ms"] / 1000.0 / compression
     minutes = max(1, math.ceil((run_s + 5) / 60))
@@ -529,7 +596,12 @@ def sbatch_argv(job, compression, cluster_types, profile="fifo"):
             "-e", "/dev/null", f"--time={minutes}", "--chdir=/tmp"]
     if profile == "gov":
         # Starts in whichever partition can run it first; borrowed runs get requeued.
-        argv += ["-p", f"{part}-g,{part}-o", f"--account={job['team']}",
+        need = job_cpus(job, cluster_types)
+        lim = (limits or {}).get((job["team"], job["type"]), {})
+        parts = [lim[k][0] for k in ("g", "o") if k in lim and lim[k][1] >= need]
+        if not parts:
+            return None
+        argv += ["-p", ",".join(parts), f"--account={lim['account'][0]}",
                  f"--qos={job['class']}", "--requeue"]
     else:
         argv += ["-p", part, f"--priority={job['prio']}", "--no-requeue"]
@@ -553,11 +625,16 @@ def replay(slurm, trace, compression, workers, max_wall_s, profile="fifo"):
     jobs = {}            # trace id -> future of the Slurm job id (or None if rejected)
     lateness = []        # s between a submit's compressed instant and sbatch's return
     rejected = []
+    over_cap = []        # gov: trace ids above every cap of their team (never submitted)
     lock = threading.Lock()
 
     def submit(job, due):
-        r = slurm.run(sbatch_argv(job, compression, cluster_types, profile), check=False,
-                      timeout=120)
+        argv = sbatch_argv(job, compression, cluster_types, profile, slurm.limits)
+        if argv is None:
+            with lock:
+                over_cap.append(job["id"])
+            return None
+        r = slurm.run(argv, check=False, timeout=120)
         with lock:
             lateness.append(time.monotonic() - due)
             if r.returncode != 0:
@@ -584,7 +661,8 @@ def replay(slurm, trace, compression, workers, max_wall_s, profile="fifo"):
     pool.shutdown(wait=True)
     return {"t0_wall": t0_wall, "submit_wall_s": time.monotonic() - t0,
             "submitted": sum(1 for f in jobs.values() if f.result()),
-            "rejected": rejected, "cancels": cancels, "lateness_s": dist(lateness)}
+            "rejected": rejected, "over_cap": len(over_cap), "cancels": cancels,
+            "lateness_s": dist(lateness)}
 
 
 def _submit_all(trace, pool, jobs, submit, cancel, t0, compression, max_wall_s, prio):
@@ -755,6 +833,49 @@ def main():
     report(result)
 
 
+def quota_check(recs, limits):
+    """Over-admission against Slurm-Gov's caps, from jobcomp records (1 s resolution).
+
+    For every partition and sub-account of `limits` (SlurmCluster.gov_limits; the
+    sub-account is the (team, type) as a whole, cap nominal + borrow limit): the peak vCPUs of the runs that overlapped, and how many
+    run starts took usage above the cap. Ends are applied before starts of the same second;
+    runs that start and end within one second are left out. Returns
+    {"starts_over_cap": n, "teams_over_cap": n, "worst": [(key, peak, cap)]}."""
+    caps = {}
+    part_key = {}
+    for (team, tname), lim in limits.items():
+        for tier in ("g", "o"):
+            if tier in lim:
+                caps[lim[tier][0]] = lim[tier][1]
+                part_key[lim[tier][0]] = (team, tname)
+        caps[(team, tname)] = lim["account"][1]
+    events = {}
+    for rs in recs.values():
+        for r in rs:
+            part = r.get("Partition")
+            st, en = epoch(r.get("StartTime")), epoch(r.get("EndTime"))
+            if part not in caps or r.get("NodeCnt", "0") == "0" or not st or not en or en <= st:
+                continue
+            cpus = int(r.get("ProcCnt", "0") or 0)
+            for key in (part, part_key[part]):
+                events.setdefault(key, []).extend([(en, 0, -cpus), (st, 1, cpus)])
+    over, teams_over, worst = 0, 0, []
+    for key, evs in events.items():
+        use = peak = n = 0
+        for _t, _kind, d in sorted(evs):
+            use += d
+            peak = max(peak, use)
+            if d > 0 and use > caps[key]:
+                n += 1
+        if isinstance(key, str):
+            over += n
+        elif n:
+            teams_over += 1
+        worst.append((key if isinstance(key, str) else "/".join(key), peak, caps[key]))
+    worst.sort(key=lambda w: w[1] / max(1, w[2]), reverse=True)
+    return {"starts_over_cap": over, "teams_over_cap": teams_over, "worst": worst[:5]}
+
+
 def analyse(slurm, trace, sub, samples, ctld_cpu, slurmd_cpu, compression, drained, end_wall):
     recs = parse_jobcomp(slurm.jobcomp)
     submits = {f"j{e['id']}": e for e in trace["events"] if e["kind"] == "submit"}
@@ -819,6 +940,10 @@ def analyse(slurm, trace, sub, samples, ctld_cpu, slurmd_cpu, compression, drain
                                "bf.Total backfilled jobs (since last slurm start)")},
         "sdiag_samples": len(samples),
     }
+    if slurm.limits:
+        out["quota"] = quota_check(recs, slurm.limits)
+        out["over_cap_not_submitted"] = sub.get("over_cap", 0)
+        out["preempted_runs"] = states.get("PREEMPTED", 0) + states.get("REQUEUED", 0)
     return out
 
 
@@ -873,14 +998,27 @@ def report(res):
           f"cancelled while pending, {s.get('never_fit_cancelled', 0)} of them larger than "
           "their partition (PartitionNodeLimit, cancelled by the driver)")
     if gov:
+        q = s.get("quota", {})
+        print(f"quotas: Slurm {q.get('starts_over_cap')} run starts above their partition's "
+              f"GrpTRES cap, {q.get('teams_over_cap')} (team, type) above nominal + borrow; "
+              f"{s.get('preempted_runs', 0)} runs preempted (requeued); "
+              f"{s.get('over_cap_not_submitted', 0)} jobs above every cap of their team not "
+              f"submitted; engine invariant violations {e.get('violations')}, "
+              f"{e['preemptions']} preemptions, {e['never_fits']} never-fit")
+        print(f"       highest peak/cap: {q.get('worst')}")
         print("Semantic gaps: Slurm cannot keep DontLend teams' idle nodes from other teams "
-              "(only per-team reservations could); partition_prio does reclaim only, so "
-              "in-team priority preemption and fair-share preemption are absent; QOS priority "
-              "+ fair-share factor order the queue instead of per-team queues; Slurm places "
-              "and backfills with the true runtime as --time; limits are GrpTRES cpu per "
-              "(team, partition), vCPU standing for the instance share; borrowing is capped "
-              "per team, not by the idle lendable pool; 1 s time resolution (= compression "
-              "trace-seconds); quota churn and team deletion are not replayed.")
+              "(only per-team reservations could); borrowing is capped per team "
+              "(nominal x BorrowLimit %), not by the lendable idle pool of the cohort, and "
+              "Lend-only teams' lending limits have no counterpart; a job above nominal runs "
+              "only in the opportunistic partition, and a job that starts there while its "
+              "team is under nominal is preemptable all the same; jobs above nominal + "
+              "borrow are not submitted (the engine's never-fit); partition_prio "
+              "does reclaim only, so in-team priority preemption and fair-share preemption "
+              "are absent; QOS priority + fair-share factor order the queue instead of "
+              "per-team queues; Slurm places and backfills with the true runtime as --time; "
+              "caps are vCPU standing for the instance share; 1 s time resolution "
+              "(= compression trace-seconds); quota churn and team deletion are not "
+              "replayed.")
         return
     print("Semantic gaps: Slurm-FIFO has no quotas, borrowing, fair share or preemption (the "
           "engine enforces nominal quotas + borrow limits, so it admits less at once); Slurm "
