@@ -1,5 +1,6 @@
 #include "hyperfleet/agent/slurm_jobs.h"
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,10 +39,18 @@ double LocalEpochSeconds(const std::string& stamp) {
   return t > 0 ? static_cast<double>(t) : 0;
 }
 
+// Held as far as governance cares (the control plane's PhaseOf says the same).
+bool HeldPending(const std::string& state, const std::string& reason) {
+  if (state == "REQUEUE_HOLD" || state == "SPECIAL_EXIT") return true;
+  return state == "PENDING" && absl::StrContains(absl::AsciiStrToLower(reason), "held");
+}
+
 }  // namespace
 
 std::string SlurmJobsQuery() {
-  return "squeue -h -a -o '%i|%a|%q|%P|%D|%T|%V|%r' && echo '#partitions' && "
+  // -O (not -o): only the long format has AdminComment. Width 0 prints a field whole.
+  return "squeue -h -a -O 'JobArrayID:0|,Account:0|,QOS:0|,Partition:0|,NumNodes:0|,"
+         "State:0|,SubmitTime:0|,admin_comment:0|,Reason:0' && echo '#partitions' && "
          "sinfo -h -N -o '%N|%R'";
 }
 
@@ -65,20 +75,26 @@ json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts
       members.push_back(f[0]);
       continue;
     }
-    // id|account|qos|partition|nodes|state|submit|reason (the reason last: it may hold '|').
-    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('|', 7));
-    if (f.size() != 8) continue;
+    // id|account|qos|partition|nodes|state|submit|admin comment|reason (the reason last: it
+    // may hold '|'; an operator's comment holding '|' shifts it, but is no mark either).
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('|', 8));
+    if (f.size() != 9) continue;
     for (auto& x : f) absl::StripAsciiWhitespace(&x);
     uint64_t id = 0;
     int nodes = 0;
     if (!absl::SimpleAtoi(f[0], &id) || !absl::SimpleAtoi(f[4], &nodes)) continue;  // arrays
-    if (!accounts.count(f[1])) continue;
+    const std::string state = absl::AsciiStrToUpper(f[5]);
+    const bool marked = f[7] == kMarkGoverned || f[7] == kMarkHeld;
+    // A marked held job is reported whatever its account: if that left governance, the
+    // control plane releases it (level-triggered: as long as Slurm still holds it).
+    if (!accounts.count(f[1]) && !(marked && HeldPending(state, f[8]))) continue;
     std::string qos = f[2];
     if (qos == "normal" || qos == "(null)" || qos == "N/A") qos.clear();
     json j = {{"id", id},          {"account", f[1]}, {"qos", qos},
-              {"partition", f[3]}, {"nodes", nodes},  {"state", absl::AsciiStrToUpper(f[5])},
+              {"partition", f[3]}, {"nodes", nodes},  {"state", state},
               {"submit_time", LocalEpochSeconds(f[6])},
-              {"reason", f[7]}};
+              {"reason", f[8]}};
+    if (marked) j["mark"] = f[7];
     jobs.push_back(std::move(j));
   }
   return json{{"jobs", std::move(jobs)}, {"partitions", std::move(partitions)}};
@@ -90,12 +106,48 @@ std::string SlurmJobActionCommands(const json& actions) {
   for (const auto& a : actions) {
     if (!a.is_object() || !a.contains("job") || !a["job"].is_number_unsigned()) continue;
     const std::string action = a.value("action", "");
-    if (action != "release" && action != "hold" && action != "requeuehold") continue;
+    const uint64_t job = a["job"].get<uint64_t>();
+    std::string line;
+    if (action == "release") {
+      line = absl::StrCat("scontrol release ", job);
+    } else if (action == "hold") {
+      // Priority 0 from root is an administrator's hold, also over the user's own (the
+      // job_submit hold); the mark in the same update says it is ours.
+      line = absl::StrCat("scontrol update JobId=", job, " AdminComment=", kMarkHeld,
+                          " Priority=0");
+    } else if (action == "requeuehold") {
+      // The requeued job is held by the user: the mark says a hold action must follow.
+      line = absl::StrCat("scontrol update JobId=", job, " AdminComment=", kMarkGoverned,
+                          "; scontrol requeuehold ", job);
+    } else if (action == "disown") {
+      line = absl::StrCat("scontrol release ", job, " && scontrol update JobId=", job,
+                          " AdminComment=", kMarkReleased);
+    } else {
+      continue;
+    }
     // A job that ended meanwhile makes scontrol fail; the other actions still run.
-    absl::StrAppend(&script, "scontrol ", action, " ", a["job"].get<uint64_t>(),
-                    " || echo 'scontrol ", action, " failed'\n");
+    absl::StrAppend(&script, "{ ", line, "; } || echo 'scontrol ", action, " ", job,
+                    " failed'\n");
   }
   return script;
+}
+
+std::string MarkUngovernedHeldJobsCommands(const std::set<std::string>& accounts) {
+  std::vector<std::string> names;
+  for (const auto& a : accounts) {
+    if (SafeName(a)) names.push_back(a);
+  }
+  if (names.empty()) return {};
+  return absl::StrCat(
+      "out=$(squeue -h -a -t PD -A ", absl::StrJoin(names, ","),
+      " -O 'JobArrayID:0|,admin_comment:0|,Reason:0') || exit 1\n"
+      "printf '%s\\n' \"$out\" | while IFS='|' read -r id mark reason; do\n"
+      "  case \"$id\" in ''|*[!0-9]*) continue ;; esac\n"
+      "  [ \"$reason\" = JobHeldUser ] || continue\n"
+      "  [ -z \"$mark\" ] || [ \"$mark\" = '(null)' ] || continue\n"
+      "  scontrol update JobId=\"$id\" AdminComment=", kMarkGoverned,
+      " || echo \"marking job $id failed\"\n"
+      "done\n");
 }
 
 std::string SacctmgrCommands(const json& governance) {
@@ -194,8 +246,30 @@ void SlurmJobs::ApplyGovernance(const json& governance) {
   }
   spdlog::info("task governance: governed Slurm accounts [{}]", absl::StrJoin(accounts, ", "));
   std::lock_guard lock(mu_);
+  // Accounts that left: job_submit.lua held their jobs until the file above changed; the
+  // ones the control plane never saw carry no mark yet (MarkUngovernedHeldJobs).
+  for (const auto& a : accounts_) {
+    if (!accounts.count(a)) ungoverned_.insert(a);
+  }
+  for (const auto& a : accounts) ungoverned_.erase(a);
   accounts_ = std::move(accounts);
   applied_governance_ = governance.dump();
+}
+
+void SlurmJobs::MarkUngovernedHeldJobs() {
+  std::set<std::string> accounts;
+  {
+    std::lock_guard lock(mu_);
+    accounts = ungoverned_;
+  }
+  if (accounts.empty()) return;
+  const std::string script = MarkUngovernedHeldJobsCommands(accounts);
+  if (!script.empty() && options_.run && !options_.run(script)) {
+    spdlog::warn("marking the held jobs of accounts that left governance failed; tried again");
+    return;
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& a : accounts) ungoverned_.erase(a);
 }
 
 void SlurmJobs::Loop() {
@@ -210,6 +284,7 @@ void SlurmJobs::Loop() {
     std::optional<json> view;
     if (active) {
       if (governance) ApplyGovernance(*governance);
+      MarkUngovernedHeldJobs();
       if (actions) {
         const std::string script = SlurmJobActionCommands(*actions);
         if (!script.empty()) {
@@ -224,12 +299,21 @@ void SlurmJobs::Loop() {
         std::lock_guard l(mu_);
         accounts = accounts_;
       }
-      if (accounts.empty()) {
-        // Nothing governed (most clusters): no squeue every second.
+      // Nothing governed (most clusters): no squeue every second, unless jobs we held may
+      // still wait (the last report had some, the last account just left, or the agent
+      // just started): they are reported until the control plane has released them.
+      if (!accounts.empty()) {
+        marked_queries_left_ = kMarkedQueries;
+      } else if (last_report_jobs_ > 0) {
+        marked_queries_left_ = std::max(marked_queries_left_, 1);
+      }
+      if (accounts.empty() && marked_queries_left_ <= 0) {
         view = json{{"jobs", json::array()}, {"partitions", json::object()}};
       } else if (options_.query) {
+        if (accounts.empty()) --marked_queries_left_;
         if (auto text = options_.query()) view = ParseSlurmJobs(*text, accounts);
       }
+      if (view) last_report_jobs_ = (*view)["jobs"].size();
     }
     lock.lock();
     if (view) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -54,6 +55,23 @@ std::string_view PhaseName(SlurmPhase p) {
     case SlurmPhase::kStopping: return "stopping";
   }
   return "?";
+}
+
+/// Hyperfleet's mark in a job's AdminComment (agent/slurm_jobs.h kMarkGoverned, kMarkHeld):
+/// only root and SlurmUser set it, so a marked hold is ours and an unmarked one an operator's.
+enum class Mark : uint8_t {
+  kNone,
+  kGoverned,  ///< ours; the hold may still be the user's (job_submit.lua, requeuehold)
+  kHeld,      ///< ours, and an administrator's hold (set with priority 0 in one update)
+};
+
+Mark MarkOf(const json& r) {
+  auto it = r.find("mark");
+  if (it == r.end() || !it->is_string()) return Mark::kNone;
+  const auto& m = it->get_ref<const std::string&>();
+  return m == "hyperfleet-held" ? Mark::kHeld
+         : m == "hyperfleet-governed" ? Mark::kGoverned
+                                      : Mark::kNone;
 }
 
 /// The stored configuration of one cluster, in engine terms.
@@ -122,16 +140,47 @@ struct GovernanceLoop::ClusterState {
     std::string problem;        ///< why the engine cannot take it (held meanwhile)
     std::string state, reason;  ///< Slurm's, as last reported
     SlurmPhase phase = SlurmPhase::kHeld;
+    Mark mark = Mark::kNone;    ///< AdminComment, as last reported
     std::string partition;
+    uint64_t seen = 0;          ///< the report (ClusterState::reports) that last listed it
   };
+  std::mutex mu;  ///< one heartbeat or why() of this cluster at a time
   std::unique_ptr<gov::Engine> engine;
   std::string config_key;
   Config config;
   std::set<std::string> teams;  ///< governed accounts
-  std::map<uint64_t, Job> jobs;
+  std::unordered_map<uint64_t, Job> jobs;
+  /// Jobs whose Slurm state differs from the decision (ActionOf is not null): the response's
+  /// job actions, kept up to date as jobs change so that no heartbeat scans every job.
+  std::set<uint64_t> discordant;
   std::map<std::string, std::string> partition_type;  ///< partition -> its instance type
   std::map<std::string, std::string> partition_problem;  ///< partition -> why it has none
+  std::map<std::string, int64_t> instances;  ///< instance type -> nodes in Slurm's partitions
+  json partitions;  ///< the report's "partitions" the three maps above were derived from
+  std::map<std::string, std::string> node_types;  ///< the store's nodes: name -> type
+  int64_t nodes_revision = 0;  ///< the cluster's store revision node_types was read at
+  uint64_t reports = 0;  ///< reports handled
   bool seen_report = false;  ///< a report arrived since this control plane started
+
+  /// Records `job`'s new decision or Slurm state in `discordant`.
+  void Track(uint64_t id, const Job& job) {
+    if (ActionOf(job)) {
+      discordant.insert(id);
+    } else {
+      discordant.erase(id);
+    }
+  }
+
+  /// What Slurm must do so that it runs exactly what the engine admitted; null: nothing.
+  static const char* ActionOf(const Job& job) {
+    if (job.admitted) return job.phase == SlurmPhase::kHeld ? "release" : nullptr;
+    if (job.phase == SlurmPhase::kRunning) return "requeuehold";
+    if (job.phase == SlurmPhase::kWaiting) return "hold";
+    // Held, but maybe by the user (job_submit.lua, requeuehold): an administrator's hold
+    // that the user cannot release, marked as ours.
+    if (job.phase == SlurmPhase::kHeld && job.mark != Mark::kHeld) return "hold";
+    return nullptr;
+  }
 };
 
 GovernanceLoop::GovernanceLoop(store::Store& store, const model::InstanceCatalog& catalog,
@@ -195,6 +244,13 @@ std::string ReportString(const json& r, const char* key) {
   return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The same without a copy (the hot path of a heartbeat).
+const std::string& ReportRef(const json& r, const char* key) {
+  static const std::string kNone;
+  auto it = r.find(key);
+  return it != r.end() && it->is_string() ? it->get_ref<const std::string&>() : kNone;
+}
+
 // A numeric member of an agent's report, `fallback` when missing or not a number.
 double ReportNumber(const json& r, const char* key, double fallback) {
   auto it = r.find(key);
@@ -203,62 +259,92 @@ double ReportNumber(const json& r, const char* key, double fallback) {
 
 }  // namespace
 
+std::shared_ptr<GovernanceLoop::ClusterState> GovernanceLoop::state(const std::string& cluster_id,
+                                                                   bool create) const {
+  std::lock_guard lock(mu_);
+  auto it = clusters_.find(cluster_id);
+  if (it != clusters_.end()) return it->second;
+  if (!create) return nullptr;
+  auto st = std::make_shared<ClusterState>();
+  clusters_.emplace(cluster_id, st);
+  return st;
+}
+
 void GovernanceLoop::forget(const std::string& cluster_id) {
+  // A heartbeat still running on the state finishes on its own copy, then it is freed.
   std::lock_guard lock(mu_);
   clusters_.erase(cluster_id);
 }
 
 json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slurm_jobs) {
-  std::lock_guard lock(mu_);
-  auto& slot = clusters_[cluster_id];
-  if (!slot) slot = std::make_unique<ClusterState>();
+  const std::shared_ptr<ClusterState> slot = state(cluster_id, true);
   ClusterState& st = *slot;
+  std::lock_guard lock(st.mu);
 
-  // Partitions -> instance types, from the nodes Slurm has and the store's nodes.
+  // Partitions -> instance types, from the nodes Slurm has and the store's nodes; derived
+  // again only when either changed.
   const bool have_report = slurm_jobs != nullptr && slurm_jobs->is_object() &&
                            slurm_jobs->contains("jobs") && (*slurm_jobs)["jobs"].is_array();
   std::map<std::string, int64_t> instances;
   if (have_report) {
-    auto nodes = store_.nodes(cluster_id);
-    if (!nodes.ok()) {
-      spdlog::warn("governance: nodes of {}: {}", cluster_id, nodes.status().ToString());
-      return json::object();
+    // The store's nodes are read again only when the cluster's revision moved (it moves
+    // with every write of its nodes).
+    auto cluster = store_.clusterById(cluster_id);
+    const int64_t revision = cluster.ok() ? cluster->revision : -1;  // -1: read every time
+    bool nodes_changed = !st.seen_report || revision < 0 || revision != st.nodes_revision;
+    if (nodes_changed) {
+      auto nodes = store_.nodes(cluster_id);
+      if (!nodes.ok()) {
+        spdlog::warn("governance: nodes of {}: {}", cluster_id, nodes.status().ToString());
+        return json::object();
+      }
+      std::map<std::string, std::string> type_of;  // Slurm node name -> instance type
+      for (const auto& n : *nodes) {
+        if (n.hostname.empty()) continue;
+        type_of[n.hostname.substr(0, n.hostname.find('.'))] = n.instance_type;
+      }
+      nodes_changed = !st.seen_report || type_of != st.node_types;
+      st.node_types = std::move(type_of);
+      st.nodes_revision = revision;
     }
-    std::map<std::string, std::string> type_of;  // Slurm node name -> instance type
-    for (const auto& n : *nodes) {
-      if (n.hostname.empty()) continue;
-      type_of[n.hostname.substr(0, n.hostname.find('.'))] = n.instance_type;
-    }
-    st.partition_type.clear();
-    st.partition_problem.clear();
-    std::map<std::string, std::set<std::string>> hosts_of_type;
+    const std::map<std::string, std::string>& type_of = st.node_types;
     const json empty = json::object();
     auto partitions_it = slurm_jobs->find("partitions");
     const json& partitions = partitions_it != slurm_jobs->end() && partitions_it->is_object()
                                  ? *partitions_it
                                  : empty;
-    for (auto it = partitions.begin(); it != partitions.end(); ++it) {
-      std::set<std::string> types;
-      if (!it.value().is_array()) continue;
-      for (const auto& h : it.value()) {
-        if (!h.is_string()) continue;
-        auto t = type_of.find(h.get<std::string>());
-        if (t == type_of.end()) continue;
-        types.insert(t->second);
-        hosts_of_type[t->second].insert(t->first);
+    if (nodes_changed || partitions != st.partitions) {
+      st.partition_type.clear();
+      st.partition_problem.clear();
+      st.instances.clear();
+      std::map<std::string, std::set<std::string>> hosts_of_type;
+      for (auto it = partitions.begin(); it != partitions.end(); ++it) {
+        std::set<std::string> types;
+        if (!it.value().is_array()) continue;
+        for (const auto& h : it.value()) {
+          if (!h.is_string()) continue;
+          auto t = type_of.find(h.get<std::string>());
+          if (t == type_of.end()) continue;
+          types.insert(t->second);
+          hosts_of_type[t->second].insert(t->first);
+        }
+        if (types.size() == 1) {
+          st.partition_type[it.key()] = *types.begin();
+        } else {
+          st.partition_problem[it.key()] =
+              types.empty() ? absl::StrCat("partition ", it.key(), " has no node of the cluster")
+                            : absl::StrCat("partition ", it.key(), " mixes instance types (",
+                                           absl::StrJoin(types, ", "),
+                                           "); quotas count one type: submit to the partition "
+                                           "of one instance group");
+        }
       }
-      if (types.size() == 1) {
-        st.partition_type[it.key()] = *types.begin();
-      } else {
-        st.partition_problem[it.key()] =
-            types.empty() ? absl::StrCat("partition ", it.key(), " has no node of the cluster")
-                          : absl::StrCat("partition ", it.key(), " mixes instance types (",
-                                         absl::StrJoin(types, ", "),
-                                         "); quotas count one type: submit to the partition of "
-                                         "one instance group");
+      for (const auto& [t, hosts] : hosts_of_type) {
+        st.instances[t] = static_cast<int64_t>(hosts.size());
       }
+      st.partitions = partitions;
     }
-    for (const auto& [t, hosts] : hosts_of_type) instances[t] = static_cast<int64_t>(hosts.size());
+    instances = st.instances;
   } else if (st.engine) {
     for (const auto& c : st.config.capacity) instances[c.name] = c.instances;
   }
@@ -273,14 +359,28 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
 
   json actions = json::array();
   // Teams that left governance (their quota was deleted): their held jobs go back to
-  // Slurm's own scheduling.
-  for (auto it = st.jobs.begin(); it != st.jobs.end();) {
-    if (teams.count(it->second.spec.team)) {
-      ++it;
-      continue;
+  // Slurm's own scheduling ("disown"). Ours carry a mark (a hold action marked them when
+  // first seen), so the agent keeps reporting them while held and each report releases
+  // them again below. A departed job the loop knew may have none yet (held by
+  // job_submit.lua or requeuehold, the hold action not carried out): it is released once
+  // too, from this report's view of it, or the last one's when this one does not list it.
+  // An administrator's hold without our mark is an operator's: it stays.
+  auto ours = [](SlurmPhase phase, Mark mark, const std::string& reason, bool known) {
+    return phase == SlurmPhase::kHeld &&
+           (mark != Mark::kNone || (known && !absl::StrContains(reason, "JobHeldAdmin")));
+  };
+  std::set<uint64_t> disowned;
+  std::map<uint64_t, ClusterState::Job> departed;
+  if (teams != st.teams) {
+    for (auto it = st.jobs.begin(); it != st.jobs.end();) {
+      if (teams.count(it->second.spec.team)) {
+        ++it;
+        continue;
+      }
+      st.discordant.erase(it->first);
+      departed.emplace(it->first, std::move(it->second));
+      it = st.jobs.erase(it);
     }
-    if (it->second.phase == SlurmPhase::kHeld) actions.push_back({{"job", it->first}, {"action", "release"}});
-    it = st.jobs.erase(it);
   }
 
   // A configuration change rebuilds the engine from the jobs it knows: admitted ones keep
@@ -303,7 +403,13 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
     st.engine = std::move(engine);
     st.config = std::move(*config);
     st.config_key = st.config.key;
-    for (auto& [id, job] : st.jobs) {
+    // In id order, as the engine saw them before (equal submission times tie by id).
+    std::vector<uint64_t> ids;
+    ids.reserve(st.jobs.size());
+    for (const auto& [id, job] : st.jobs) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (uint64_t id : ids) {
+      auto& job = st.jobs[id];
       job.in_engine = false;
       if (!job.problem.empty() && job.spec.instance_type.empty()) continue;
       job.problem.clear();
@@ -314,27 +420,51 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
         job.admitted = false;
         job.problem = std::string(js.message());
       }
+      st.Track(id, job);
     }
   }
   st.teams = teams;
 
   if (have_report) {
-    std::set<uint64_t> seen;
+    const uint64_t report = ++st.reports;
+    size_t listed = 0;  // known jobs this report lists
     for (const auto& r : (*slurm_jobs)["jobs"]) {
-      if (!r.is_object() || !r.contains("id") || !r["id"].is_number_unsigned()) continue;
-      const uint64_t id = r["id"].get<uint64_t>();
-      const std::string account = ReportString(r, "account");
-      if (!teams.count(account)) continue;
-      seen.insert(id);
-      const std::string state = ReportString(r, "state");
-      const std::string reason = ReportString(r, "reason");
-      const SlurmPhase phase = PhaseOf(state, reason);
+      if (!r.is_object()) continue;
+      auto id_it = r.find("id");
+      if (id_it == r.end() || !id_it->is_number_unsigned()) continue;
+      const uint64_t id = id_it->get<uint64_t>();
+      const std::string& account = ReportRef(r, "account");
+      const std::string& state = ReportRef(r, "state");
+      const std::string& reason = ReportRef(r, "reason");
+      const Mark mark = MarkOf(r);
+      if (!teams.count(account)) {
+        // Held by us for an account that is no longer governed: Slurm schedules it alone
+        // now. Other holds are an operator's (or the user's own) and stay.
+        const bool known = departed.erase(id) > 0;
+        if (ours(PhaseOf(state, reason), mark, reason, known)) disowned.insert(id);
+        continue;
+      }
       auto [it, fresh] = st.jobs.try_emplace(id);
       ClusterState::Job& job = it->second;
+      if (job.seen != report) ++listed;
+      if (!fresh) {
+        job.seen = report;
+        if (job.mark == mark && job.state == state && job.reason == reason) {
+          continue;  // unchanged: the common case
+        }
+        job.state = state;
+        job.reason = reason;
+        job.phase = PhaseOf(state, reason);
+        job.mark = mark;
+        st.Track(id, job);
+        continue;
+      }
+      const SlurmPhase phase = PhaseOf(state, reason);
+      job.seen = report;
       job.state = state;
       job.reason = reason;
       job.phase = phase;
-      if (!fresh) continue;
+      job.mark = mark;
       job.partition = ReportString(r, "partition");
       job.spec.id = id;
       job.spec.team = account;
@@ -361,30 +491,38 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       if (job.problem.empty() && types.size() != 1) {
         job.problem = absl::StrCat("partitions ", job.partition, " span several instance types");
       }
-      if (!job.problem.empty()) continue;
-      job.spec.instance_type = *types.begin();
-      // Restart safety: before this control plane's first report, a job Slurm runs or has
-      // released was admitted by a previous one. Later, only a job already running (it
-      // escaped the hold, e.g. submitted before its team was governed) is taken as admitted;
-      // an unheld pending one is queued and held again.
-      const bool admitted = phase == SlurmPhase::kRunning || phase == SlurmPhase::kStopping ||
-                            (!st.seen_report && phase == SlurmPhase::kWaiting);
-      Status js = admitted ? st.engine->RestoreAdmitted(job.spec) : st.engine->Submit(job.spec);
-      if (js.ok()) {
-        job.in_engine = true;
-        job.admitted = admitted;
-      } else {
-        job.problem = std::string(js.message());
+      if (job.problem.empty()) {
+        job.spec.instance_type = *types.begin();
+        // Restart safety: before this control plane's first report, a job Slurm runs or has
+        // released was admitted by a previous one. Later, only a job already running (it
+        // escaped the hold, e.g. submitted before its team was governed) is taken as
+        // admitted; an unheld pending one is queued and held again.
+        const bool admitted = phase == SlurmPhase::kRunning || phase == SlurmPhase::kStopping ||
+                              (!st.seen_report && phase == SlurmPhase::kWaiting);
+        Status js = admitted ? st.engine->RestoreAdmitted(job.spec) : st.engine->Submit(job.spec);
+        if (js.ok()) {
+          job.in_engine = true;
+          job.admitted = admitted;
+        } else {
+          job.problem = std::string(js.message());
+        }
       }
+      st.Track(id, job);
     }
-    // Jobs Slurm no longer lists ended: their quota is free.
-    for (auto it = st.jobs.begin(); it != st.jobs.end();) {
-      if (seen.count(it->first)) {
-        ++it;
-        continue;
+    // Jobs Slurm no longer lists ended: their quota is free (in id order, as the engine
+    // saw them before). Nothing to look for when the report listed every known job.
+    if (listed != st.jobs.size()) {
+      std::vector<uint64_t> ended;
+      for (const auto& [id, job] : st.jobs) {
+        if (job.seen != report) ended.push_back(id);
       }
-      if (it->second.in_engine) (void)st.engine->Remove(it->first);
-      it = st.jobs.erase(it);
+      std::sort(ended.begin(), ended.end());
+      for (uint64_t id : ended) {
+        auto it = st.jobs.find(id);
+        if (it->second.in_engine) (void)st.engine->Remove(id);
+        st.discordant.erase(id);
+        st.jobs.erase(it);
+      }
     }
     st.seen_report = true;
 
@@ -394,28 +532,32 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
                                 .count());
     for (const auto& a : cycle.admitted) {
       for (const auto& v : a.victims) {
-        if (auto it = st.jobs.find(v.victim); it != st.jobs.end()) it->second.admitted = false;
+        if (auto it = st.jobs.find(v.victim); it != st.jobs.end()) {
+          it->second.admitted = false;
+          st.Track(v.victim, it->second);
+        }
         spdlog::info("governance: cluster {} job {} preempted for job {} ({})", cluster_id,
                      v.victim, v.preemptor, gov::PreemptionReasonName(v.reason));
       }
-      if (auto it = st.jobs.find(a.id); it != st.jobs.end()) it->second.admitted = true;
+      if (auto it = st.jobs.find(a.id); it != st.jobs.end()) {
+        it->second.admitted = true;
+        st.Track(a.id, it->second);
+      }
       spdlog::info("governance: cluster {} job {} admitted{}", cluster_id, a.id,
                    a.borrows ? " (borrowing)" : "");
     }
 
     // What Slurm must do so that it runs exactly what the engine admitted.
-    for (const auto& [id, job] : st.jobs) {
-      const char* action = nullptr;
-      if (job.admitted && job.phase == SlurmPhase::kHeld) {
-        action = "release";
-      } else if (!job.admitted && job.phase == SlurmPhase::kRunning) {
-        action = "requeuehold";
-      } else if (!job.admitted && job.phase == SlurmPhase::kWaiting) {
-        action = "hold";
+    for (uint64_t id : st.discordant) {
+      if (const char* action = ClusterState::ActionOf(st.jobs.at(id))) {
+        actions.push_back({{"job", id}, {"action", action}});
       }
-      if (action) actions.push_back({{"job", id}, {"action", action}});
     }
   }
+  for (const auto& [id, job] : departed) {
+    if (ours(job.phase, job.mark, job.reason, true)) disowned.insert(id);
+  }
+  for (uint64_t id : disowned) actions.push_back({{"job", id}, {"action", "disown"}});
 
   json qos = json::array();
   for (const auto& [name, weight] : st.config.class_weight) {
@@ -428,9 +570,9 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
 }
 
 StatusOr<json> GovernanceLoop::why(const std::string& cluster_id, uint64_t id) const {
-  std::lock_guard lock(mu_);
-  auto c = clusters_.find(cluster_id);
-  const ClusterState* st = c == clusters_.end() ? nullptr : c->second.get();
+  const std::shared_ptr<ClusterState> st = state(cluster_id, false);
+  std::unique_lock<std::mutex> lock;
+  if (st) lock = std::unique_lock(st->mu);
   auto j = st ? st->jobs.find(id) : decltype(st->jobs.end()){};
   if (st == nullptr || j == st->jobs.end()) {
     return absl::NotFoundError(absl::StrCat(

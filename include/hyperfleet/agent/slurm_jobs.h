@@ -4,7 +4,8 @@
 // list of governed accounts that job_submit.lua reads, creates the accounts and QOS in
 // slurmdbd when accounting is in use, and carries out the control plane's job actions
 // ("slurm_job_actions": release on admission, requeuehold on preemption, hold for a job
-// that runs or waits unheld without admission). Slurm work runs on a thread of its own, as the
+// that waits without admission, be it unheld or held by the user, and disown for a marked
+// held job whose account left governance). Slurm work runs on a thread of its own, as the
 // node marks do: the heartbeat never waits for slurmctld.
 #include <chrono>
 #include <condition_variable>
@@ -26,22 +27,47 @@ namespace hf::agent {
 inline constexpr std::string_view kGovernedAccountsPath =
     "/opt/slurm/etc/hyperfleet-governed-accounts";
 
-/// The shell command whose output ParseSlurmJobs reads: every active job
-/// (`squeue -h -a -o '%i|%a|%q|%P|%D|%T|%V|%r'`), a "#partitions" line, then each node's
-/// partitions (`sinfo -h -N -o '%N|%R'`).
+/// The marks Hyperfleet keeps in a governed job's AdminComment (only root and SlurmUser may
+/// set it, so users cannot forge one). kMarkGoverned: a job held for the admission engine,
+/// whose hold may still be the user's (job_submit's priority 0 and requeuehold give
+/// JobHeldUser in Slurm 22.05); kMarkHeld: held by the agent as root, an administrator's
+/// hold (JobHeldAdmin) that the user cannot release. A job without either is not ours to
+/// release once its account is no longer governed (an operator's own hold stays).
+inline constexpr char kMarkGoverned[] = "hyperfleet-governed";
+inline constexpr char kMarkHeld[] = "hyperfleet-held";
+/// What a job released because its account left governance carries instead (no mark).
+inline constexpr char kMarkReleased[] = "hyperfleet-released";
+
+/// The shell command whose output ParseSlurmJobs reads: every active job (`squeue -h -a -O`
+/// job id, account, QOS, partition, nodes, state, submit time, AdminComment, reason; '|'
+/// between), a "#partitions" line, then each node's partitions (`sinfo -h -N -o '%N|%R'`).
 std::string SlurmJobsQuery();
 
 /// Parses SlurmJobsQuery() output into the heartbeat's "slurm_jobs":
 /// {"jobs": [{"id" (number), "account", "qos" ("" for none or "normal"), "partition",
 /// "nodes", "state" (squeue's long state, upper case), "submit_time" (epoch seconds; squeue
-/// prints the node's local time), "reason"}], "partitions": {name: [node, ...]}}. Only jobs of
-/// `accounts` are kept; array jobs and lines that do not parse are skipped.
+/// prints the node's local time), "reason", "mark" (kMarkGoverned or kMarkHeld; absent when
+/// the AdminComment is neither)}], "partitions": {name: [node, ...]}}. Kept: the jobs of
+/// `accounts`, and the held pending jobs of any account that carry a mark (their account
+/// may have left governance: the control plane releases them). Array jobs and lines that do
+/// not parse are skipped.
 nlohmann::json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts);
 
 /// The root-shell script for the control plane's job actions
-/// ([{"job": id, "action": "release"|"hold"|"requeuehold"}]): one scontrol line per valid
-/// action, each allowed to fail (a job that ended meanwhile) without stopping the others.
+/// ([{"job": id, "action": "release"|"hold"|"requeuehold"|"disown"}]): per valid action,
+/// release: `scontrol release`; hold: mark kMarkHeld and priority 0 in one update (an
+/// administrator's hold, also for a job held by the user); requeuehold: mark kMarkGoverned,
+/// then `scontrol requeuehold` (Slurm makes it the user's hold; the next hold action makes
+/// it an administrator's); disown: release, then mark kMarkReleased (the account left
+/// governance). Each line may fail (a job that ended meanwhile) without stopping the others.
 std::string SlurmJobActionCommands(const nlohmann::json& actions);
+
+/// The root-shell script run when `accounts` left governance: job_submit.lua may have held
+/// jobs of theirs that the control plane has not seen yet (no mark); each pending job of
+/// theirs held by the user (JobHeldUser) without an AdminComment gets kMarkGoverned, so that
+/// it is reported and released. Exits non-zero when squeue fails (tried again later). Names
+/// that are not [a-z0-9-] are left out; "" when none is left.
+std::string MarkUngovernedHeldJobsCommands(const std::set<std::string>& accounts);
 
 /// The root-shell script that creates the governance's accounts and QOS in slurmdbd
 /// (`sacctmgr -i add account <team>`, every user slurmdbd knows added to it, `sacctmgr -i
@@ -64,6 +90,11 @@ class SlurmJobs {
     /// Whether this node runs slurmctld and its lifecycle scripts are over.
     std::function<bool()> active;
   };
+  /// Slurm queries after the start and after the last governed account left before the
+  /// agent stops querying (an empty report instead); it queries on while the last report
+  /// had a job (a marked held job of a departed account, reported until released).
+  static constexpr int kMarkedQueries = 3;
+
   SlurmJobs(Options options, const Clock& clock);
   ~SlurmJobs();
   SlurmJobs(const SlurmJobs&) = delete;
@@ -79,6 +110,9 @@ class SlurmJobs {
   void Loop();
   /// Writes the governed accounts file and runs sacctmgr when the governance changed.
   void ApplyGovernance(const nlohmann::json& governance);
+  /// Runs MarkUngovernedHeldJobsCommands for the accounts that left governance, until it
+  /// succeeds once after they left.
+  void MarkUngovernedHeldJobs();
 
   const Options options_;
   const Clock& clock_;
@@ -86,6 +120,9 @@ class SlurmJobs {
   std::condition_variable cv_;
   bool stop_ = false;
   std::set<std::string> accounts_;           ///< governed accounts as last applied
+  std::set<std::string> ungoverned_;  ///< left governance; their held jobs not yet marked
+  int marked_queries_left_ = kMarkedQueries;  ///< see kMarkedQueries (Loop only)
+  size_t last_report_jobs_ = 0;  ///< jobs in the last report (Loop only)
   std::optional<nlohmann::json> governance_;  ///< received, not yet applied
   std::string applied_governance_;            ///< dump of the last applied one
   std::optional<nlohmann::json> actions_;     ///< received, not yet applied

@@ -23,8 +23,10 @@
 
 namespace hf::control {
 
-/// The engines of every Slurm cluster. Thread-safe (one lock; a report is handled in well
-/// under a millisecond for the sizes a heartbeat carries).
+/// The engines of every Slurm cluster. Thread-safe: a short lock finds a cluster's state,
+/// and each cluster has a lock of its own, so heartbeats of different clusters run in
+/// parallel. A heartbeat's work beyond reading the report is proportional to what changed
+/// since the previous one (new, ended and changed jobs; bench/governance_loop_bench.cc).
 class GovernanceLoop {
  public:
   GovernanceLoop(store::Store& store, const model::InstanceCatalog& catalog, const Clock& clock);
@@ -34,7 +36,11 @@ class GovernanceLoop {
   /// its report (ParseSlurmJobs' shape; null when it sent none). Returns the members to add
   /// to the heartbeat response: "governance" {"accounts": [team...], "qos": [{"name":
   /// "<class>-priority", "priority": weight}]} always, and "slurm_job_actions" [{"job",
-  /// "action"}] when a job's Slurm state differs from the engine's decision. Store errors
+  /// "action"}] (in job id order) when a job's Slurm state differs from the engine's
+  /// decision: "release" (admitted, held), "requeuehold" (runs, not admitted), "hold" (not
+  /// admitted and unheld, or held without the "hyperfleet-held" mark: the user could release
+  /// it), "disown" (held with a mark, "hyperfleet-governed" or "hyperfleet-held", but its
+  /// account is no longer governed: released, every time it is reported so). Store errors
   /// are logged and give an empty object (the agent keeps what it has).
   nlohmann::json onHeartbeat(const std::string& cluster_id, const nlohmann::json* slurm_jobs);
 
@@ -56,8 +62,11 @@ class GovernanceLoop {
   store::Store& store_;
   const model::InstanceCatalog& catalog_;
   const Clock& clock_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<ClusterState>> clusters_;  ///< by cluster id
+  /// The state of `cluster_id`, made when missing and `create`; null otherwise.
+  std::shared_ptr<ClusterState> state(const std::string& cluster_id, bool create) const;
+
+  mutable std::mutex mu_;  ///< guards clusters_ only; each ClusterState has its own lock
+  mutable std::map<std::string, std::shared_ptr<ClusterState>> clusters_;  ///< by cluster id
 };
 
 /// `hyperfleet jobs why` on the API endpoint: a small AWS JSON 1.1 service, target prefix

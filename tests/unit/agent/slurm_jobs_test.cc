@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -23,12 +24,12 @@ using nlohmann::json;
 
 TEST(ParseSlurmJobs, KeepsGovernedJobsAndPartitions) {
   const std::string text =
-      "12|team-a|training-priority|workers|3|PENDING|2026-01-01T00:00:05|JobHeldAdmin\n"
-      "13|team-b|normal|workers,dev|2|RUNNING|2026-01-01T00:00:06|None\n"
-      "14|other|normal|dev|1|RUNNING|2026-01-01T00:00:07|None\n"
-      "15_[1-3]|team-a|normal|dev|1|PENDING|2026-01-01T00:00:07|JobHeldAdmin\n"
+      "12|team-a|training-priority|workers|3|PENDING|2026-01-01T00:00:05|(null)|JobHeldUser\n"
+      "13|team-b|normal|workers,dev|2|RUNNING|2026-01-01T00:00:06|hyperfleet-held|None\n"
+      "14|other|normal|dev|1|RUNNING|2026-01-01T00:00:07|(null)|None\n"
+      "15_[1-3]|team-a|normal|dev|1|PENDING|2026-01-01T00:00:07|(null)|JobHeldUser\n"
       "garbage\n"
-      "16|team-a|(null)|dev|1|PENDING|2026-01-01T00:00:07|Reason|with bar\n"
+      "16|team-a|(null)|dev|1|PENDING|2026-01-01T00:00:07||Reason|with bar\n"
       "#partitions\n"
       "ip-10-1-0-2|workers\n"
       "ip-10-1-0-2|dev\n"
@@ -42,25 +43,104 @@ TEST(ParseSlurmJobs, KeepsGovernedJobsAndPartitions) {
   EXPECT_EQ(a["partition"], "workers");
   EXPECT_EQ(a["nodes"], 3);
   EXPECT_EQ(a["state"], "PENDING");
-  EXPECT_EQ(a["reason"], "JobHeldAdmin");
+  EXPECT_EQ(a["reason"], "JobHeldUser");
+  EXPECT_FALSE(a.contains("mark"));
   EXPECT_GT(a["submit_time"].get<double>(), 1.7e9);
   EXPECT_EQ(out["jobs"][1]["qos"], "");  // "normal" is no class
   EXPECT_EQ(out["jobs"][1]["partition"], "workers,dev");
+  EXPECT_EQ(out["jobs"][1]["mark"], "hyperfleet-held");
   EXPECT_EQ(out["jobs"][2]["qos"], "");
   EXPECT_EQ(out["jobs"][2]["reason"], "Reason|with bar");
   EXPECT_EQ(out["partitions"]["workers"], json::array({"ip-10-1-0-2"}));
   EXPECT_EQ(out["partitions"]["dev"], json::array({"ip-10-1-0-2", "ip-10-1-0-3"}));
 }
 
+// Issue 6 leftover 1: a marked held job is reported whatever its account, so that the control
+// plane releases it once its account left governance; unmarked or unheld ones of other
+// accounts are not (an operator's hold is theirs).
+TEST(ParseSlurmJobs, ReportsMarkedHeldJobsOfAnyAccount) {
+  const std::string text =
+      "20|gone|training-priority|workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-held|"
+      "JobHeldAdmin\n"
+      "21|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-governed|"
+      "job requeued in held state\n"
+      "22|gone||workers|1|REQUEUE_HOLD|2026-01-01T00:00:05|hyperfleet-governed|None\n"
+      "23|gone||workers|1|PENDING|2026-01-01T00:00:05|(null)|JobHeldAdmin\n"
+      "24|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-held|Priority\n"
+      "25|gone||workers|1|RUNNING|2026-01-01T00:00:05|hyperfleet-held|None\n"
+      "26|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-released|JobHeldAdmin\n"
+      "#partitions\n";
+  const json out = ParseSlurmJobs(text, {"team-a"});
+  std::vector<uint64_t> ids;
+  for (const auto& j : out["jobs"]) ids.push_back(j["id"].get<uint64_t>());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{20, 21, 22})) << out.dump();
+  EXPECT_EQ(out["jobs"][0]["mark"], "hyperfleet-held");
+  EXPECT_EQ(out["jobs"][1]["mark"], "hyperfleet-governed");
+}
+
+TEST(SlurmJobsQuery, ReadsTheAdminComment) {
+  const std::string q = SlurmJobsQuery();
+  EXPECT_NE(q.find("squeue -h -a -O 'JobArrayID:0|,"), std::string::npos) << q;
+  EXPECT_NE(q.find("admin_comment:0|,Reason:0'"), std::string::npos) << q;
+}
+
 TEST(SlurmJobActionCommands, OneGuardedLinePerValidAction) {
   const json actions = json::parse(R"([{"job": 12, "action": "release"},
     {"job": 13, "action": "requeuehold"}, {"job": 14, "action": "hold"},
+    {"job": 17, "action": "disown"},
     {"job": "15; rm -rf /", "action": "release"}, {"job": 16, "action": "cancel"}])");
   EXPECT_EQ(SlurmJobActionCommands(actions),
-            "scontrol release 12 || echo 'scontrol release failed'\n"
-            "scontrol requeuehold 13 || echo 'scontrol requeuehold failed'\n"
-            "scontrol hold 14 || echo 'scontrol hold failed'\n");
+            "{ scontrol release 12; } || echo 'scontrol release 12 failed'\n"
+            "{ scontrol update JobId=13 AdminComment=hyperfleet-governed; scontrol requeuehold "
+            "13; } || echo 'scontrol requeuehold 13 failed'\n"
+            "{ scontrol update JobId=14 AdminComment=hyperfleet-held Priority=0; } || "
+            "echo 'scontrol hold 14 failed'\n"
+            "{ scontrol release 17 && scontrol update JobId=17 AdminComment=hyperfleet-released; "
+            "} || echo 'scontrol disown 17 failed'\n");
   EXPECT_EQ(SlurmJobActionCommands(json::object()), "");
+}
+
+TEST(MarkUngovernedHeldJobsCommands, MarksUnmarkedUserHoldsOfTheAccounts) {
+  const std::string s = MarkUngovernedHeldJobsCommands({"team-a", "team-b", "x;y"});
+  EXPECT_NE(s.find("squeue -h -a -t PD -A team-a,team-b -O 'JobArrayID:0|,admin_comment:0|,"
+                   "Reason:0') || exit 1"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("[ \"$reason\" = JobHeldUser ] || continue"), std::string::npos) << s;
+  EXPECT_NE(s.find("AdminComment=hyperfleet-governed"), std::string::npos) << s;
+  EXPECT_EQ(s.find("x;y"), std::string::npos) << s;
+  EXPECT_EQ(MarkUngovernedHeldJobsCommands({"Bad Name"}), "");
+}
+
+// The script itself, on sh with a fake squeue and scontrol: only the unmarked JobHeldUser
+// jobs are marked.
+TEST(MarkUngovernedHeldJobsCommands, RunsOnShell) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("hf-mark-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream squeue(dir + "/squeue");
+    squeue << "#!/bin/sh\n"
+              "printf '%s\\n' '31|(null)|JobHeldUser' '32|hyperfleet-held|JobHeldAdmin' "
+              "'33|(null)|JobHeldAdmin' '34|ops note|JobHeldUser' '35_[1-2]|(null)|JobHeldUser' "
+              "'36||JobHeldUser'\n";
+    std::ofstream scontrol(dir + "/scontrol");
+    scontrol << "#!/bin/sh\necho \"$@\" >> " << dir << "/calls\n";
+  }
+  std::filesystem::permissions(dir + "/squeue", std::filesystem::perms::owner_all);
+  std::filesystem::permissions(dir + "/scontrol", std::filesystem::perms::owner_all);
+  {
+    std::ofstream script(dir + "/sweep.sh");
+    script << MarkUngovernedHeldJobsCommands({"team-a"});
+  }
+  const std::string cmd = "PATH=" + dir + ":$PATH sh " + dir + "/sweep.sh";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(dir + "/calls");
+  std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(calls,
+            "update JobId=31 AdminComment=hyperfleet-governed\n"
+            "update JobId=36 AdminComment=hyperfleet-governed\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SacctmgrCommands, AccountsAndQosOnlyWithSlurmdbd) {
@@ -86,7 +166,7 @@ TEST(SlurmJobs, WritesAccountsAppliesActionsAndReports) {
   o.interval = std::chrono::milliseconds(20);
   o.query = [] {
     return std::optional<std::string>(
-        "7|team-a||workers|1|PENDING|2026-01-01T00:00:05|JobHeldAdmin\n#partitions\n");
+        "7|team-a||workers|1|PENDING|2026-01-01T00:00:05|(null)|JobHeldUser\n#partitions\n");
   };
   o.run = [&](const std::string& s) {
     std::lock_guard l(mu);
@@ -116,6 +196,121 @@ TEST(SlurmJobs, WritesAccountsAppliesActionsAndReports) {
   bool released = false;
   for (const auto& s : scripts) released |= s.find("scontrol release 7") != std::string::npos;
   EXPECT_TRUE(released);
+  std::filesystem::remove_all(root);
+}
+
+// When an account leaves governance, the held jobs job_submit.lua gave it that the control
+// plane never saw are marked (MarkUngovernedHeldJobsCommands), tried again until it works.
+TEST(SlurmJobs, MarksTheHeldJobsOfAccountsThatLeft) {
+  const std::string root = std::filesystem::temp_directory_path() /
+                           ("hf-slurm-jobs-left-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  std::mutex mu;
+  std::vector<std::string> sweeps;
+  int failures = 1;  // the first sweep fails (slurmctld not answering)
+  SlurmJobs::Options o;
+  o.root = root;
+  o.interval = std::chrono::milliseconds(20);
+  int queries = 0;
+  o.query = [&] {
+    std::lock_guard l(mu);
+    ++queries;
+    return std::optional<std::string>("#partitions\n");
+  };
+  o.run = [&](const std::string& s) {
+    std::lock_guard l(mu);
+    if (s.find("AdminComment=hyperfleet-governed") == std::string::npos) return true;
+    sweeps.push_back(s);
+    return failures-- <= 0;
+  };
+  o.active = [] { return true; };
+  SystemClock clock;
+  {
+    SlurmJobs jobs(o, clock);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto wait = [&](const std::function<bool()>& done) {
+      while (std::chrono::steady_clock::now() < deadline) {
+        {
+          std::lock_guard l(mu);
+          if (done()) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      return false;
+    };
+    jobs.onResponse(json::parse(R"({"governance": {"accounts": ["team-a", "team-b"], "qos": []}})"));
+    ASSERT_TRUE(wait([&] {
+      std::ifstream in(root + std::string(kGovernedAccountsPath));
+      std::string c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return c == "team-a\nteam-b\n";
+    }));
+    jobs.onResponse(json::parse(R"({"governance": {"accounts": ["team-b"], "qos": []}})"));
+    int after = 0;
+    ASSERT_TRUE(wait([&] {
+      if (sweeps.size() >= 2 && after == 0) after = queries;
+      return after > 0 && queries >= after + 3;  // three more rounds: no third sweep
+    }));
+  }
+  std::lock_guard l(mu);
+  ASSERT_EQ(sweeps.size(), 2u);
+  EXPECT_NE(sweeps[1].find("-A team-a "), std::string::npos) << sweeps[1];
+  std::filesystem::remove_all(root);
+}
+
+// Without a governed account the agent stops querying Slurm (most clusters), but only once
+// no marked held job is left to report: those are reported until the control plane has
+// released them (issue 6 leftover 1, the last quota deleted).
+TEST(SlurmJobs, QueriesWithoutAccountsWhileMarkedHeldJobsRemain) {
+  const std::string root = std::filesystem::temp_directory_path() /
+                           ("hf-slurm-jobs-marked-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  std::mutex mu;
+  int queries = 0, rounds = 0;
+  bool held = true;  // Slurm still holds job 9 of a departed account, marked
+  SlurmJobs::Options o;
+  o.root = root;
+  o.interval = std::chrono::milliseconds(10);
+  o.query = [&] {
+    std::lock_guard l(mu);
+    ++queries;
+    return std::optional<std::string>(
+        held ? "9|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-held|JobHeldAdmin\n"
+               "#partitions\n"
+             : "#partitions\n");
+  };
+  o.active = [&] {
+    std::lock_guard l(mu);
+    ++rounds;
+    return true;
+  };
+  SystemClock clock;
+  SlurmJobs jobs(o, clock);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto wait = [&](const std::function<bool()>& done) {
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard l(mu);
+        if (done()) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  };
+  // Reported while held, for as many rounds as it stays so (more than kMarkedQueries).
+  int until = 0;
+  ASSERT_TRUE(wait([&] { return queries >= 10; }));
+  {
+    std::lock_guard l(mu);
+    held = false;  // released
+    until = queries;
+  }
+  int after = 0;
+  ASSERT_TRUE(wait([&] {
+    if (after == 0 && queries > until) after = rounds;
+    return after > 0 && rounds >= after + 10;
+  }));
+  std::lock_guard l(mu);
+  EXPECT_LE(queries, until + 1 + SlurmJobs::kMarkedQueries) << "still querying";
   std::filesystem::remove_all(root);
 }
 
