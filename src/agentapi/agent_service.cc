@@ -325,6 +325,15 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
       }
     }
   }
+  // gres.conf names NVIDIA's device files: slurmd's drop-in makes stand-ins where there are
+  // none (a local node), or a GPU instance type registers INVALID_REG.
+  if (const auto* spec = model::InstanceCatalog::Embedded().find(caller.node.instance_type);
+      spec != nullptr && spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu &&
+      spec->accelerator_count > 0) {
+    files.push_back({{"path", slurm::kEmulatedGpusDropInPath},
+                     {"mode", 0644},
+                     {"content", slurm::RenderEmulatedGpusDropIn(spec->accelerator_count)}});
+  }
   add("/opt/ml/config/host_agent.json",
       json{{"ClusterArn", caller.cluster.arn}, {"InstanceId", caller.node.instance_id},
            {"InstanceGroupName", caller.node.group}});

@@ -272,12 +272,31 @@ StatusOr<std::string> RenderGresConf(const model::Cluster& cluster,
   std::string out = absl::StrCat("# gres.conf of cluster ", cluster.name,
                                  ", written by the Hyperfleet control plane.\n");
   for (const SlurmNode& m : members) {
-    if (NvidiaGpus(*m.spec) > 0) {
-      absl::StrAppend(&out, "NodeName=", m.node->hostname, " Name=gpu Count=",
-                      NvidiaGpus(*m.spec), "\n");
+    if (const int gpus = NvidiaGpus(*m.spec); gpus > 0) {
+      // File= is required: 22.05 drops file-less GPUs from slurmd's report (0 < N: drained).
+      absl::StrAppend(&out, "NodeName=", m.node->hostname, " Name=gpu File=",
+                      gpus == 1 ? std::string("/dev/nvidia0")
+                                : absl::StrCat("/dev/nvidia[0-", gpus - 1, "]"),
+                      "\n");
     }
   }
   return out;
+}
+
+std::string RenderEmulatedGpusDropIn(int gpus) {
+  if (gpus <= 0) return "";
+  std::vector<std::string> devices;
+  for (int i = 0; i < gpus; ++i) devices.push_back(absl::StrCat("/dev/nvidia", i));
+  // systemd expands $VAR in command lines: $$ passes a literal $ to the shell.
+  return absl::StrCat(
+      "# Written by the Hyperfleet control plane: this instance type has ", gpus,
+      " NVIDIA GPU(s) and gres.conf names\n"
+      "# them by their device files. Without NVIDIA's driver (a local node) they are links "
+      "to /dev/null,\n# so slurmd registers the GPUs for scheduling (no GPU is usable).\n"
+      "[Service]\n"
+      "ExecStartPre=/bin/sh -c 'test -e /dev/nvidiactl && exit 0; for d in ",
+      absl::StrJoin(devices, " "),
+      "; do test -e \"$$d\" || ln -sfn /dev/null \"$$d\" || exit 1; done'\n");
 }
 
 std::string RenderJobSubmitLua() {

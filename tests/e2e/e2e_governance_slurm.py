@@ -1,9 +1,9 @@
 """Task governance on real Slurm (issue 6, docs/governance.md "On Slurm"): HyperPod's worked
 scenarios (../shared/research/governance.md §1.4) on a local cluster of 4 workers with the
-example lifecycle scripts. HyperPod's scenario uses 4 x ml.g5.8xlarge; quotas count whole
-instances (Count) either way, so cheap ml.c5.xlarge workers stand in for them (local nodes
-with a GPU type register INVALID_REG without GPUs). Teams A and B
-(Slurm accounts team-a, team-b) each have Count=2, LendAndBorrow, BorrowLimit=50,
+example lifecycle scripts, HyperPod's 4 x ml.g5.8xlarge (1 GPU each): local nodes have no
+GPU, so Slurm counts emulated ones (gres.conf's /dev/nvidia0 is a link to /dev/null there;
+docs/slurm.md), and every job asks for one per node (--gres=gpu:1). Teams A and B
+(Slurm accounts team-a, team-b) each have Accelerators=2, LendAndBorrow, BorrowLimit=50,
 PreemptTeamTasks=LowerPriority; classes inference 90, experimentation 80, training 70,
 fine-tuning 50, FairShare Enabled. Jobs of governed accounts are held at submission by
 job_submit.lua, released when the admission engine admits them, requeued and held when
@@ -19,7 +19,7 @@ from harness import BINARY, aws_env, main, wait_until
 from e2e_slurm import SlurmClusterFixture
 
 NAME = "gov-slurm-e2e"
-WORKER_TYPE = "ml.c5.xlarge"
+WORKER_TYPE = "ml.g5.8xlarge"  # 1 NVIDIA GPU, emulated
 
 
 class GovernanceSlurmTest(SlurmClusterFixture):
@@ -39,7 +39,8 @@ class GovernanceSlurmTest(SlurmClusterFixture):
         for team in ("team-a", "team-b"):
             cls.aws("sagemaker", "create-compute-quota", "--name", f"{team}-quota",
                     "--cluster-arn", arn, "--compute-quota-config", json.dumps({
-                        "ComputeQuotaResources": [{"InstanceType": WORKER_TYPE, "Count": 2}],
+                        "ComputeQuotaResources": [{"InstanceType": WORKER_TYPE,
+                                                   "Accelerators": 2}],
                         "ResourceSharingConfig": {"Strategy": "LendAndBorrow",
                                                   "BorrowLimit": 50},
                         "PreemptTeamTasks": "LowerPriority"}),
@@ -48,7 +49,7 @@ class GovernanceSlurmTest(SlurmClusterFixture):
 
     @classmethod
     def create(cls, name, groups, prefix="base", **extra):
-        # Four workers of one type instead of the example's 2 x c5.4xlarge.
+        # Four GPU workers instead of the example's 2 x c5.4xlarge.
         groups = [(g, WORKER_TYPE if g == "workers" else t, 4 if g == "workers" else n)
                   for g, t, n in groups]
         return super().create(name, groups, prefix=prefix, **extra)
@@ -63,7 +64,7 @@ class GovernanceSlurmTest(SlurmClusterFixture):
     def submit(self, team, qos, nodes):
         out = self.on_controller(
             f"sbatch --parsable --account={team} --qos={qos} -p workers -N{nodes} "
-            f"-o /dev/null --wrap 'sleep 600'")
+            f"--gres=gpu:1 -o /dev/null --wrap 'sleep 600'")
         return out.strip().split(";")[0]
 
     def running_nodes(self):
@@ -119,9 +120,15 @@ class GovernanceSlurmTest(SlurmClusterFixture):
             self.assertIn(f"{c}-priority", qos.split())
         accounts = self.on_controller("sacctmgr -n -P show account format=account").split()
         self.assertIn("team-a", accounts)
-        # A job of an account without quota is not governed: it runs at once.
-        out = self.on_controller("srun -N1 -p workers hostname")
-        self.assertTrue(out.strip())
+        # The GPU workers registered with their emulated GPU (not drained as INVALID_REG).
+        rows = self.on_controller("sinfo -N -h -p workers -o '%N|%T|%G'").split()
+        self.assertEqual(len(rows), 4, rows)
+        for row in rows:
+            self.assertEqual(row.split("|")[1:], ["idle", "gpu:1"], rows)
+        # A job of an account without quota is not governed: it runs at once, with its GPU.
+        out = self.on_controller(
+            "srun -N1 -p workers --gres=gpu:1 printenv SLURM_STEP_GPUS CUDA_VISIBLE_DEVICES")
+        self.assertEqual(out.split(), ["0", "0"])
 
     def test_1_borrow(self):
         # A's 3-instance job runs: 2 nominal + 1 borrowed of B's idle quota (limit 50% of 2).

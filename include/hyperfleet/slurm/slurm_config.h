@@ -45,14 +45,29 @@ StatusOr<std::string> RenderSlurmConf(const model::Cluster& cluster,
                                       const SlurmRoles& roles,
                                       const model::InstanceCatalog& catalog);
 
-/// gres.conf for the same cluster: one count-only line per node with NVIDIA GPUs
-/// ("NodeName=ip-10-1-0-7 Name=gpu Count=1"; no File=, since local nodes share the host's
-/// devices), and only a comment when there is none. Configless slurmds get it from
-/// slurmctld with slurm.conf. Errors: as RenderSlurmConf.
+/// gres.conf for the same cluster: one line per node with NVIDIA GPUs naming NVIDIA's device
+/// files ("NodeName=ip-10-1-0-7 Name=gpu File=/dev/nvidia[0-7]"), and only a comment when
+/// there is none. Slurm 22.05's slurmd drops every GPU without File= from what it reports, so
+/// a count-only line registered 0 GPUs and drained the node (INVALID_REG). A node with
+/// NVIDIA's driver has these files; a local node gets stand-ins from
+/// RenderEmulatedGpusDropIn. Configless slurmds get it from slurmctld with slurm.conf.
+/// Errors: as RenderSlurmConf.
 StatusOr<std::string> RenderGresConf(const model::Cluster& cluster,
                                      const std::vector<model::Node>& nodes,
                                      const SlurmRoles& roles,
                                      const model::InstanceCatalog& catalog);
+
+/// Where a node whose instance type has NVIDIA GPUs gets RenderEmulatedGpusDropIn.
+inline constexpr const char* kEmulatedGpusDropInPath =
+    "/etc/systemd/system/slurmd.service.d/hyperfleet-gpus.conf";
+
+/// A systemd drop-in for slurmd on a node whose instance type has `gpus` NVIDIA GPUs: before
+/// slurmd starts, a node without NVIDIA's driver (no /dev/nvidiactl, e.g. a local node) gets
+/// /dev/nvidia0 .. /dev/nvidia<gpus-1> as symbolic links to /dev/null where they are missing,
+/// so the File= devices gres.conf names exist and slurmd registers gpu:<gpus> (GPUs emulated
+/// for scheduling only: a job sees CUDA_VISIBLE_DEVICES but no GPU). A node with the driver
+/// is left alone. Empty for `gpus` <= 0.
+std::string RenderEmulatedGpusDropIn(int gpus);
 
 /// /opt/slurm/etc/job_submit.lua of the controller (slurm.conf has JobSubmitPlugins=lua):
 /// holds (priority 0) every job whose account is listed in

@@ -103,6 +103,37 @@ class AgentServiceTest : public ::testing::Test {
   std::vector<std::string> changed_;
 };
 
+TEST_F(AgentServiceTest, ANodeOfAGpuTypeGetsSlurmdsEmulatedGpusDropIn) {
+  // gres.conf names /dev/nvidia0: without the drop-in a local node of a GPU type registers
+  // INVALID_REG. A CPU type gets none.
+  auto dropins = [&](const std::string& id) {
+    json body = json::parse(call("POST", "/agent/v1/register", json::object(), id).body);
+    std::vector<json> out;
+    for (const auto& f : body["files"]) {
+      if (f["path"] == "/etc/systemd/system/slurmd.service.d/hyperfleet-gpus.conf") {
+        out.push_back(f);
+      }
+    }
+    return out;
+  };
+  EXPECT_TRUE(dropins("i-00000000000000002").empty());
+  model::Node gpu = *store_->node("abcdefabcdef", "i-00000000000000002");
+  gpu.instance_id = "i-00000000000000004";
+  gpu.private_ip = "10.224.0.9";
+  gpu.hostname = "ip-10-224-0-9";
+  gpu.instance_type = "ml.g5.12xlarge";  // 4 GPUs
+  store::WriteBatch b;
+  b.nodes.push_back({gpu, store::kMustNotExist, false});
+  ASSERT_TRUE(store_->commit(b).ok());
+  auto got = dropins(gpu.instance_id);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0]["mode"], 0644);
+  const std::string text = got[0]["content"];
+  EXPECT_NE(text.find("/dev/nvidia0 /dev/nvidia1 /dev/nvidia2 /dev/nvidia3;"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(AgentServiceTest, TokensAreBoundToTheirInstance) {
   NodeTokens other(std::string(32, 'o'));
   EXPECT_EQ(tokens_.tokenFor("i-1").size(), 64u);

@@ -1,6 +1,11 @@
 // slurm.conf rendering: roles from the API or provisioning_parameters.json, HyperPod's dialect,
 // node resources from the instance catalog, partitions per worker group.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "hyperfleet/slurm/slurm_config.h"
 
@@ -174,11 +179,65 @@ TEST(SlurmConf, GresConfCountsEachGpuNode) {
   auto roles = SlurmRolesOf(c, kParams).value();
   auto gres = RenderGresConf(c, nodes, roles, model::InstanceCatalog::Embedded());
   ASSERT_TRUE(gres.ok()) << gres.status();
-  EXPECT_NE(gres->find("NodeName=ip-10-1-0-7 Name=gpu Count=8\n"), std::string::npos) << *gres;
+  // File= always: 22.05's slurmd reports 0 of a file-less GPU, and the node is drained.
+  EXPECT_NE(gres->find("NodeName=ip-10-1-0-7 Name=gpu File=/dev/nvidia[0-7]\n"),
+            std::string::npos)
+      << *gres;
+  EXPECT_EQ(gres->find("Count="), std::string::npos) << *gres;
   EXPECT_EQ(gres->find("ip-10-1-0-6"), std::string::npos) << *gres;  // no GPU
   auto conf = RenderSlurmConf(c, nodes, roles, model::InstanceCatalog::Embedded());
   ASSERT_TRUE(conf.ok());
   EXPECT_NE(conf->find(" Gres=gpu:8 "), std::string::npos) << *conf;
+  // One GPU: a single file, no range.
+  auto one = Cluster({Group("controller-machine", "ml.c5.xlarge", 1),
+                      Group("login-group", "ml.m5.xlarge", 1),
+                      Group("worker-group-1", "ml.g5.8xlarge", 1)});
+  gres = RenderGresConf(one, nodes, roles, model::InstanceCatalog::Embedded());
+  ASSERT_TRUE(gres.ok()) << gres.status();
+  EXPECT_NE(gres->find("NodeName=ip-10-1-0-7 Name=gpu File=/dev/nvidia0\n"), std::string::npos)
+      << *gres;
+}
+
+/// Runs the drop-in's ExecStartPre as systemd would (`$$` is a literal `$`) with /dev/
+/// replaced by `dev`; returns the shell's exit status.
+int RunDropIn(const std::string& drop_in, const std::string& dev) {
+  const std::string key = "ExecStartPre=";
+  const auto at = drop_in.find(key);
+  if (at == std::string::npos) return -1;
+  std::string cmd = drop_in.substr(at + key.size());
+  cmd = cmd.substr(0, cmd.find('\n'));
+  for (size_t p; (p = cmd.find("$$")) != std::string::npos;) cmd.replace(p, 2, "$");
+  for (size_t p = 0; (p = cmd.find("/dev/", p)) != std::string::npos; p += dev.size() + 1) {
+    cmd.replace(p, 5, dev + "/");
+  }
+  return std::system(cmd.c_str());
+}
+
+TEST(SlurmConf, EmulatedGpusDropInLinksMissingDevicesOnlyWithoutTheDriver) {
+  EXPECT_EQ(RenderEmulatedGpusDropIn(0), "");
+  const std::string drop_in = RenderEmulatedGpusDropIn(3);
+  EXPECT_NE(drop_in.find("[Service]\nExecStartPre=/bin/sh -c '"), std::string::npos) << drop_in;
+  EXPECT_EQ(drop_in.find('%'), std::string::npos) << drop_in;  // a systemd specifier
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "hf-gpus-test-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path dev = tmpl;
+  // No driver: the missing devices become links to null; an existing one stays.
+  std::ofstream(dev / "nvidia1") << "real";
+  ASSERT_EQ(RunDropIn(drop_in, dev.string()), 0);
+  for (const char* d : {"nvidia0", "nvidia2"}) {
+    ASSERT_TRUE(fs::is_symlink(dev / d)) << d;
+    EXPECT_EQ(fs::read_symlink(dev / d), dev / "null") << d;
+  }
+  EXPECT_FALSE(fs::is_symlink(dev / "nvidia1"));
+  EXPECT_FALSE(fs::exists(dev / "nvidia3"));
+  EXPECT_EQ(RunDropIn(drop_in, dev.string()), 0);  // again at the next start: no change
+  // With the driver (nvidiactl): nothing is made.
+  for (const char* d : {"nvidia0", "nvidia1", "nvidia2"}) fs::remove(dev / d);
+  std::ofstream(dev / "nvidiactl") << "driver";
+  ASSERT_EQ(RunDropIn(drop_in, dev.string()), 0);
+  EXPECT_FALSE(fs::exists(dev / "nvidia0") || fs::is_symlink(dev / "nvidia0"));
+  fs::remove_all(dev);
 }
 
 TEST(SlurmConf, NoControllerAddressYetAndUnknownTypes) {
