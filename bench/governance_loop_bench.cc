@@ -147,8 +147,10 @@ int main(int argc, char** argv) {
   const char* classes[] = {"inference-priority", "training-priority", "fine-tuning-priority"};
   auto submit = [&] {
     const uint64_t id = next_id++;
-    slurm[id] = {"team-" + std::to_string(id % teams), classes[id % 3],
-                 static_cast<int>(1 + id % 4)};
+    SlurmJob& j = slurm[id];
+    j.account = "team-" + std::to_string(id % teams);
+    j.qos = classes[id % 3];
+    j.nodes = static_cast<int>(1 + id % 4);
   };
   auto report = [&] {
     json js = json::array();

@@ -103,7 +103,7 @@ class GovernanceLoopTest : public ::testing::Test {
 
   /// As job_submit.lua holds it: priority 0, which Slurm 22.05 takes as the user's hold.
   void Submit(uint64_t id, const std::string& team, const std::string& qos, int nodes) {
-    slurm_[id] = {team, qos, nodes, "PENDING", "JobHeldUser"};
+    slurm_[id] = {team, qos, nodes, "PENDING", "JobHeldUser", ""};
     clock_.advance(std::chrono::seconds(1));
   }
 
@@ -240,13 +240,13 @@ TEST_F(GovernanceLoopTest, EqualPriorityReclaim) {
 }
 
 TEST_F(GovernanceLoopTest, RestartCountsRunningJobsAsAdmittedAndHoldsUnadmittedOnes) {
-  slurm_[1] = {"team-a", "training-priority", 3, "RUNNING", "None"};
-  slurm_[2] = {"team-b", "training-priority", 1, "PENDING", "JobHeldAdmin"};
+  slurm_[1] = {"team-a", "training-priority", 3, "RUNNING", "None", ""};
+  slurm_[2] = {"team-b", "training-priority", 1, "PENDING", "JobHeldAdmin", ""};
   // A new loop (a control plane restart) sees A's running job as admitted: B's 1-node job
   // fits B's nominal beside it.
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "release"}}));
   // A job that escaped the hold while this loop runs is held.
-  slurm_[3] = {"team-a", "", 1, "PENDING", "Priority"};
+  slurm_[3] = {"team-a", "", 1, "PENDING", "Priority", ""};
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{3, "hold"}}));
 }
 
@@ -297,7 +297,7 @@ TEST_F(GovernanceLoopTest, DeletedQuotasHeldJobsAreReleasedUntilSlurmHasReleased
   // An operator takes job 3 over: their AdminComment replaces our mark.
   slurm_[3].mark = "checked by ops";
   // Another account's job, held by an operator.
-  slurm_[5] = {"other", "", 1, "PENDING", "JobHeldAdmin"};
+  slurm_[5] = {"other", "", 1, "PENDING", "JobHeldAdmin", ""};
   DeleteQuota("team-a");
   EXPECT_EQ(Beat(/*lost=*/true), (std::map<uint64_t, std::string>{{2, "disown"}}));
   // The answer was lost: the next heartbeat releases job 2 again.
