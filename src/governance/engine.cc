@@ -175,47 +175,70 @@ struct Bucket {
   int32_t prio = 0;
   uint32_t shape = 0;
   Queue q;
-  Skip skip = Skip::kNone;   // last outcome of its head
-  bool fresh = false;        // holds workloads submitted since the last cycle
+  uint32_t slot = 0;         // index in its TeamFlavor's buckets / info
   Bucket(const std::vector<Wl>* wls) : q(QCmp{wls}) {}
+};
+
+// What a scan's filter reads of a bucket, kept inline in the team-flavor (parallel to its
+// buckets): a scan reads one contiguous array instead of one heap node per bucket (at tier
+// M the pointer chase was most of the scan's time).
+struct BucketInfo {
+  uint32_t shape = 0;
+  int32_t prio = 0;
+  uint32_t size = 0;  // pending workloads in the bucket (its q.size())
+  uint8_t cls = kNoClass;
+  bool fresh = false; // holds workloads submitted since the last cycle
+  Skip skip = Skip::kNone;  // last outcome of its head (Explain)
+  // The head's queue keys and the cycle it was last preempted in (valid while size > 0):
+  // a scan orders the heads of many classes without reading their queues.
+  int32_t head_evicted_cycle = -1;
+  int64_t head_ts = 0;
+  uint64_t head_id = 0;
 };
 
 constexpr int kClassSlots = 11;  // 10 classes + "no class"
 inline int ClassSlot(uint8_t cls) { return cls == kNoClass ? 10 : cls; }
 
 // A team's state for one flavor.
-struct TeamFlavor {
-  bool has_quota = false;
-  Resources configured{};   // nominal as configured (kept while inactive)
-  Resources configured_borrow{};
-  Resources nominal{};      // effective: zero when the team is inactive
-  Resources borrow_limit{}; // effective
-  Resources local{};        // the part of nominal that is never lent (DontLend: all)
-  Resources usage{};
-  std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
+// Fields a scan reads for every queue of a type come first, so that they share as few
+// cache lines as possible (at tier M the scans are bound by memory latency).
+struct alignas(64) TeamFlavor {
+  // ---- read by every scan ----
   int64_t npending = 0;
-  std::vector<uint32_t> admitted;
-  std::vector<uint32_t> never_fit;
-  std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
-  std::array<Resources, kClassSlots> admitted_usage_by_class{};
-  // Admitted workloads by request shape (shape, count): which victim sizes the team has.
-  std::vector<std::pair<uint32_t, uint32_t>> admitted_shapes;
+  int64_t stream_round = -1;  // last round that made a stream of it
+  // The queue failed the filter at team version skip_version; until the team's usage or
+  // configuration changes (version) or a workload is queued again, it cannot pass while
+  // the type's free quota stays below skip_need on some resource (Impl::BlockedNeed).
+  uint64_t skip_version = 0;
+  Resources skip_need{};
   // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
   Resources min_req{};      // componentwise minimum request
   int32_t max_prio = 0;
+  int32_t min_admitted_prio = std::numeric_limits<int32_t>::max();  // over admitted_by_class
+  bool skip_valid = false;
+  bool has_quota = false;
   bool summary_dirty = true;
   bool listed = false;      // in its flavor's `queued` list
   bool has_fresh = false;   // in Impl::fresh_tfs
   bool force = false;       // scan whole at the next round (configuration changed)
   bool in_borrowers = false;  // in its flavor's `borrowers` set
   bool needs_compact = false;  // holds an empty bucket (Impl::compact_tfs)
-  int64_t stream_round = -1;  // last round that made a stream of it
-  // The queue failed the filter at team version skip_version; until the team's usage or
-  // configuration changes (version) or a workload is queued again, it cannot pass while
-  // the type's free quota stays below skip_need on some resource (Impl::BlockedNeed).
-  bool skip_valid = false;
-  uint64_t skip_version = 0;
-  Resources skip_need{};
+  Resources nominal{};      // effective: zero when the team is inactive
+  Resources borrow_limit{}; // effective
+  Resources usage{};
+  Resources local{};        // the part of nominal that is never lent (DontLend: all)
+  std::vector<BucketInfo> info;                   // info[i] describes buckets[i]
+  std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
+  int64_t victim_round = -1;  // last round in which it lost a workload to preemption
+  // ---- the rest ----
+  std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
+  std::vector<uint32_t> admitted;
+  std::vector<uint32_t> never_fit;
+  std::array<Resources, kClassSlots> admitted_usage_by_class{};
+  // Admitted workloads by request shape (shape, count): which victim sizes the team has.
+  std::vector<std::pair<uint32_t, uint32_t>> admitted_shapes;
+  Resources configured{};   // nominal as configured (kept while inactive)
+  Resources configured_borrow{};
 };
 
 // Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
@@ -271,6 +294,10 @@ struct Flavor {
   uint64_t scanned_gen = 0;    // gen at the last round that looked at its queues
   std::vector<uint32_t> queued;  // teams with pending workloads of this type (lazily pruned)
   std::set<ShareKey> borrowers;  // teams above nominal on some resource, by share
+  bool victims_this_round = false;  // in Impl::round_victim_flavors
+  bool any_local = false;           // some team holds quota it does not lend (DontLend)
+  bool any_seen = false;            // min_req_seen holds a request
+  Resources min_req_seen{};         // componentwise minimum of every request queued on f
 };
 
 int64_t Sat0(int64_t v) { return v < 0 ? 0 : v; }
@@ -326,7 +353,9 @@ struct Engine::Impl {
     return false;
   }
   bool WithinNominalAfter(const Team& t, uint16_t f, const Resources& req) const {
-    const TeamFlavor& x = t.tf[f];
+    return WithinNominalAfter(t.tf[f], req);
+  }
+  static bool WithinNominalAfter(const TeamFlavor& x, const Resources& req) {
     for (int r = 0; r < kNumResources; ++r)
       if (req[r] > 0 && x.usage[r] + req[r] > x.nominal[r]) return false;
     return true;
@@ -426,7 +455,10 @@ struct Engine::Impl {
 
   // Recomputes effective quotas and cohort aggregates from scratch and wakes every queue.
   void Recompute() {
-    for (Flavor& fl : flavors) fl.subtree = fl.usage = Resources{};
+    for (Flavor& fl : flavors) {
+      fl.subtree = fl.usage = Resources{};
+      fl.any_local = false;
+    }
     std::vector<Resources> nominal_sum(flavors.size());
     for (Team& t : teams) {
       t.active = t.exists && t.quota.active;
@@ -439,6 +471,7 @@ struct Engine::Impl {
           x.borrow_limit[r] = t.active && x.has_quota ? x.configured_borrow[r] : 0;
           x.local[r] =
               t.active && t.quota.strategy == SharingStrategy::kDontLend ? x.nominal[r] : 0;
+          if (x.local[r] > 0) flavors[f].any_local = true;
           flavors[f].subtree[r] += x.nominal[r] - x.local[r];
           flavors[f].usage[r] += Sat0(x.usage[r] - x.local[r]);
           t.borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
@@ -488,18 +521,18 @@ struct Engine::Impl {
   // ---- pending queues ----
 
   Bucket& BucketFor(TeamFlavor& x, uint8_t cls, int32_t prio, uint32_t shape) {
-    for (auto& b : x.buckets)
-      if (b->cls == cls && b->shape == shape) return *b;
+    for (size_t i = 0; i < x.info.size(); ++i)
+      if (x.info[i].cls == cls && x.info[i].shape == shape) return *x.buckets[i];
     // Reuse an empty bucket (no stream holds one outside a round).
     if (!in_round) {
-      for (auto& b : x.buckets) {
-        if (b->q.empty()) {
-          b->cls = cls;
-          b->prio = prio;
-          b->shape = shape;
-          b->skip = Skip::kNone;
-          b->fresh = false;
-          return *b;
+      for (size_t i = 0; i < x.info.size(); ++i) {
+        if (x.info[i].size == 0) {
+          Bucket& b = *x.buckets[i];
+          b.cls = cls;
+          b.prio = prio;
+          b.shape = shape;
+          x.info[i] = BucketInfo{shape, prio, 0, cls, false};
+          return b;
         }
       }
     }
@@ -508,17 +541,19 @@ struct Engine::Impl {
     b.cls = cls;
     b.prio = prio;
     b.shape = shape;
+    b.slot = static_cast<uint32_t>(x.info.size());
+    x.info.push_back(BucketInfo{shape, prio, 0, cls, false});
     return b;
   }
 
   Bucket* FindBucket(TeamFlavor& x, const Wl& w) {
-    for (auto& b : x.buckets)
-      if (b->cls == w.cls && b->shape == w.shape) return b.get();
+    for (size_t i = 0; i < x.info.size(); ++i)
+      if (x.info[i].cls == w.cls && x.info[i].shape == w.shape) return x.buckets[i].get();
     return nullptr;
   }
   const Bucket* FindBucket(const TeamFlavor& x, const Wl& w) const {
-    for (const auto& b : x.buckets)
-      if (b->cls == w.cls && b->shape == w.shape) return b.get();
+    for (size_t i = 0; i < x.info.size(); ++i)
+      if (x.info[i].cls == w.cls && x.info[i].shape == w.shape) return x.buckets[i].get();
     return nullptr;
   }
 
@@ -530,6 +565,10 @@ struct Engine::Impl {
     Bucket& b = BucketFor(x, w.cls, w.prio, w.shape);
     const bool was_empty = b.q.empty();
     b.q.insert(wi);
+    BucketInfo& bi = x.info[b.slot];
+    ++bi.size;
+    if (was_empty || w.ts < bi.head_ts || (w.ts == bi.head_ts && w.id < bi.head_id))
+      SetHead(bi, w);
     ++x.npending;
     x.skip_valid = false;
     if (was_empty) {
@@ -550,13 +589,22 @@ struct Engine::Impl {
     return b;
   }
 
+  static void SetHead(BucketInfo& bi, const Wl& w) {
+    bi.head_ts = w.ts;
+    bi.head_id = w.id;
+    bi.head_evicted_cycle = w.evicted_cycle;
+  }
+
   // Takes workload wi out of bucket b (its own).
   void ErasePending(uint32_t wi, Bucket& b) {
     const Wl& w = wls[wi];
     TeamFlavor& x = teams[w.team].tf[w.flavor];
+    const bool was_head = x.info[b.slot].head_id == w.id;
     b.q.erase(wi);
+    --x.info[b.slot].size;
     --x.npending;
     if (b.q.empty()) BucketEmptied(w.team, w.flavor);
+    else if (was_head) SetHead(x.info[b.slot], wls[*b.q.begin()]);
   }
 
   // A bucket of (ti, f) became empty: the summary changes, and the bucket is dropped at the
@@ -574,21 +622,23 @@ struct Engine::Impl {
     if (!x.summary_dirty) return;
     x.summary_dirty = false;
     bool first = true;
-    for (const auto& b : x.buckets) {
-      if (b->q.empty()) continue;
-      const Resources& req = shapes[b->shape];
+    for (const BucketInfo& b : x.info) {
+      if (b.size == 0) continue;
+      const Resources& req = shapes[b.shape];
       if (first) {
         x.min_req = req;
-        x.max_prio = b->prio;
+        x.max_prio = b.prio;
         first = false;
         continue;
       }
       for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
-      x.max_prio = std::max(x.max_prio, b->prio);
+      x.max_prio = std::max(x.max_prio, b.prio);
     }
   }
 
-  int32_t MinAdmittedPrio(const TeamFlavor& x) const {
+  // The lowest priority among the team's admitted workloads of f (INT32_MAX if none),
+  // recounted from the per-class counters.
+  int32_t CountMinAdmittedPrio(const TeamFlavor& x) const {
     int32_t best = std::numeric_limits<int32_t>::max();
     for (int slot = 0; slot < kClassSlots; ++slot) {
       if (x.admitted_by_class[slot] == 0) continue;
@@ -597,6 +647,7 @@ struct Engine::Impl {
     }
     return best;
   }
+  int32_t MinAdmittedPrio(const TeamFlavor& x) const { return x.min_admitted_prio; }
 
   // For a queue that just failed MayAdmit with its summary (smallest request, highest
   // priority): the free quota of the type (subtree − usage) it would need on each resource
@@ -637,6 +688,8 @@ struct Engine::Impl {
   void CountAdmitted(TeamFlavor& x, const Wl& w, int sign) {
     const int slot = ClassSlot(w.cls);
     x.admitted_by_class[slot] += sign;
+    // Only a class appearing or disappearing moves the minimum.
+    if (x.admitted_by_class[slot] == (sign > 0 ? 1u : 0u)) x.min_admitted_prio = CountMinAdmittedPrio(x);
     const Resources& req = ReqOf(w);
     for (int r = 0; r < kNumResources; ++r) x.admitted_usage_by_class[slot][r] += sign * req[r];
     auto& v = x.admitted_shapes;
@@ -679,8 +732,14 @@ struct Engine::Impl {
   //  (d) FairShare Enabled: another team borrowing on f has a share at least the team's
   //      share with the request (the bar for every fair-sharing target).
   // `avail` is Available(t, f, ·); `other` the largest share of another borrower on f.
+  // LowerUsage of one priority, kept while a scan's state does not change.
+  struct LowerMemo {
+    int32_t prio = std::numeric_limits<int32_t>::min();
+    Resources lower{};
+  };
   bool MayAdmit(uint32_t ti, uint16_t f, int32_t prio, const Resources& req,
-                const Resources& avail, const std::optional<Share>& other) const {
+                const Resources& avail, const std::optional<Share>& other,
+                LowerMemo* memo = nullptr) const {
     const Team& t = teams[ti];
     const TeamFlavor& x = t.tf[f];
     bool fits = true, nominal = true;
@@ -690,12 +749,24 @@ struct Engine::Impl {
       if (x.usage[r] + req[r] > x.nominal[r]) nominal = false;
     }
     if (fits || nominal) return true;
+    // FairShare Disabled: a job may preempt only if its request fits its nominal quota
+    // (TryPreempt's gate).
+    if (!policy.fair_share)
+      for (int r = 0; r < kNumResources; ++r)
+        if (req[r] > x.nominal[r]) return false;
     // Beyond unused nominal, available never exceeds nominal + borrow limit − usage, and
     // only the team's own victims lower its usage: (c) and (d) need this cap.
     Resources lower{};
     const bool in_team =
         t.preempt == PreemptTeamTasks::kLowerPriority && prio > MinAdmittedPrio(x);
-    if (in_team) lower = LowerUsage(x, prio);
+    if (in_team) {
+      if (memo && memo->prio == prio) {
+        lower = memo->lower;
+      } else {
+        lower = LowerUsage(x, prio);
+        if (memo) *memo = {prio, lower};
+      }
+    }
     for (int r = 0; r < kNumResources; ++r)
       if (req[r] > 0 && req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
         return false;
@@ -820,6 +891,12 @@ struct Engine::Impl {
     w.shape = Intern(req);
     w.team = ti->second;
     w.flavor = fi->second;
+    {
+      Flavor& fl = flavors[w.flavor];
+      for (int r = 0; r < kNumResources; ++r)
+        fl.min_req_seen[r] = fl.any_seen ? std::min(fl.min_req_seen[r], req[r]) : req[r];
+      fl.any_seen = true;
+    }
     w.cls = cls;
     w.prio = cls == kNoClass ? 0 : class_weight[cls];
     by_id.emplace(s.id, wi);
@@ -837,7 +914,7 @@ struct Engine::Impl {
     TeamFlavor& x = teams[w.team].tf[w.flavor];
     w.queued_cycle = static_cast<int32_t>(cycle);
     Bucket& b = InsertPending(wi);
-    b.fresh = true;
+    x.info[b.slot].fresh = true;
     if (!x.has_fresh) {
       x.has_fresh = true;
       fresh_tfs.emplace_back(w.team, w.flavor);
@@ -878,10 +955,17 @@ struct Engine::Impl {
     CountAdmitted(x, w, -1);
     AddUsage(w.team, w.flavor, ReqOf(w), -1);
     --admitted_count;
-    ++flavors[w.flavor].gen;
     w.evicted_cycle = static_cast<int32_t>(cycle);
     ++evictions;
     evicted_flavors.push_back(w.flavor);
+    if (x.victim_round != round_seq) {
+      x.victim_round = round_seq;
+      round_victim_tfs.emplace_back(w.team, w.flavor);
+    }
+    if (!flavors[w.flavor].victims_this_round) {
+      flavors[w.flavor].victims_this_round = true;
+      round_victim_flavors.push_back(w.flavor);
+    }
     w.queued_cycle = static_cast<int32_t>(cycle) - 1;  // it was considered before
     InsertPending(wi);
     ++pending_count;
@@ -1263,21 +1347,40 @@ struct Engine::Impl {
   // A stream walks one team-flavor queue in queue order (priority, submission, id) by
   // merging the heads of its equivalence classes (buckets). A bucket whose head fails is
   // closed for the pass: its other workloads would fail the same way.
+  // A cursor starts lazily, from its class's head keys (BucketInfo): its queue is read
+  // only when the head is admitted, searched for victims or classified (Materialize).
   struct Cursor {
     Bucket* b;
-    Queue::iterator it;
+    Queue::iterator it;  // valid once materialized
+    // The head's queue keys, so that merging the heads reads no workload.
+    int64_t ts = 0;
+    uint64_t id = 0;
+    int32_t prio = 0;    // the bucket's
+    uint32_t shape = 0;  // the bucket's
+    uint32_t slot = 0;   // the bucket's
+    bool materialized = false;
+    bool done = false;   // no workload left for this pass
+  };
+  struct DeferredClass {
+    Bucket* b;
+    uint32_t slot;
   };
   struct Stream {
     uint32_t team;
     uint16_t flavor;
     std::vector<Cursor> cur;
-    std::vector<Bucket*> deferred;   // buckets whose head borrows: left for the second pass
+    std::vector<DeferredClass> deferred;  // classes whose head borrows: for the second pass
     int next = -1;                   // cursor of the next workload, -1 when done
     // The last failed preemption search (priority, request): dominated entries skip it.
     bool has_fail = false;
     int32_t fail_prio = 0;
     Resources fail_req{};
     uint64_t fail_epoch = 0;
+    // The team's share with its head's request, for the team version and request it was
+    // computed for (heads of one stream mostly repeat a few requests).
+    uint64_t share_version = std::numeric_limits<uint64_t>::max();
+    uint32_t share_shape = 0;
+    Share share{};
   };
 
   struct HeapEntry {
@@ -1301,6 +1404,20 @@ struct Engine::Impl {
 
   int64_t evictions = 0;
   std::vector<uint16_t> evicted_flavors;
+  // Types and team-flavors that lost a workload to preemption in the running round (Round).
+  std::vector<uint16_t> round_victim_flavors;
+  std::vector<std::pair<uint32_t, uint16_t>> round_victim_tfs;
+
+  // Whether a team other than a DontLend one could fit a job of f into what the cohort has
+  // free: every job requests at least min_req_seen (the smallest request ever queued on f).
+  bool FreeMayFit(uint16_t f) const {
+    const Flavor& fl = flavors[f];
+    if (fl.any_local) return true;
+    for (int r = 0; r < kNumResources; ++r)
+      if (fl.min_req_seen[r] > 0 && fl.subtree[r] - fl.usage[r] < fl.min_req_seen[r])
+        return false;
+    return true;
+  }
 
   // A cycle runs rounds until one evicts nothing (at most kMaxRounds; victims are not
   // re-admitted within the cycle, so each round with evictions admits a new preemptor):
@@ -1320,52 +1437,129 @@ struct Engine::Impl {
     // This cycle's victims wait for the next cycle: make sure it scans their queues.
     for (uint16_t f : evicted_flavors) ++flavors[f].gen;
     evicted_flavors.clear();
+    for (uint16_t f : round_victim_flavors) flavors[f].victims_this_round = false;
+    round_victim_flavors.clear();
+    round_victim_tfs.clear();
     // Drop empty buckets now that no stream holds them (their shapes may never recur).
     for (auto [ti, f] : compact_tfs) {
       teams[ti].tf[f].needs_compact = false;
-      auto& v = teams[ti].tf[f].buckets;
-      v.erase(std::remove_if(v.begin(), v.end(), [](const auto& b) { return b->q.empty(); }),
-              v.end());
+      TeamFlavor& x = teams[ti].tf[f];
+      size_t keep = 0;
+      for (size_t i = 0; i < x.buckets.size(); ++i) {
+        if (x.info[i].size == 0) continue;
+        if (keep != i) {
+          x.buckets[keep] = std::move(x.buckets[i]);
+          x.info[keep] = x.info[i];
+        }
+        x.buckets[keep]->slot = static_cast<uint32_t>(keep);
+        ++keep;
+      }
+      x.buckets.resize(keep);
+      x.info.resize(keep);
     }
     compact_tfs.clear();
     return res;
   }
   std::vector<std::pair<uint32_t, uint16_t>> compact_tfs;
 
+  // Moves cursor c to the first workload at or after its position that is not one of this
+  // cycle's victims (they wait for the next cycle) and copies its keys. A head stays valid
+  // until its own stream moves it: only the stream removes from its buckets, and victims
+  // re-queued behind a head are skipped when the cursor reaches them.
+  void Seek(Cursor& c) {
+    while (c.it != c.b->q.end() && wls[*c.it].evicted_cycle == cycle) ++c.it;
+    if (c.it == c.b->q.end()) {
+      c.done = true;
+      return;
+    }
+    const Wl& w = wls[*c.it];
+    c.ts = w.ts;
+    c.id = w.id;
+  }
+
+  // A cursor on the class in `slot` of team-flavor x, at its first workload that is not one
+  // of this cycle's victims. Lazy unless the head is such a victim (rare: then the queue is
+  // read at once).
+  Cursor MakeCursor(const TeamFlavor& x, uint32_t slot) {
+    const BucketInfo& bi = x.info[slot];
+    Cursor c{x.buckets[slot].get(), {}, bi.head_ts, bi.head_id, bi.prio, bi.shape, slot};
+    if (bi.size == 0) {
+      c.done = true;
+    } else if (bi.head_evicted_cycle == cycle) {
+      Materialize(c);
+    }
+    return c;
+  }
+
+  // Reads the cursor's queue: the head is then the first workload that is not one of this
+  // cycle's victims, which is the one whose keys the cursor holds (victims queued since
+  // are skipped).
+  void Materialize(Cursor& c) {
+    if (c.materialized) return;
+    c.materialized = true;
+    c.it = c.b->q.begin();
+    Seek(c);
+  }
+
   // Finds the stream's next workload in queue order; false when it has none left.
   bool Advance(Stream& s) {
     s.next = -1;
-    const Wl* best = nullptr;
-    int32_t best_prio = 0;
+    const Cursor* best = nullptr;
     for (size_t i = 0; i < s.cur.size(); ++i) {
-      Cursor& c = s.cur[i];
-      // Skip this cycle's victims (they wait for the next cycle).
-      while (c.it != c.b->q.end() && wls[*c.it].evicted_cycle == cycle) ++c.it;
-      if (c.it == c.b->q.end()) continue;
-      const Wl& w = wls[*c.it];
-      if (!best || c.b->prio > best_prio ||
-          (c.b->prio == best_prio && (w.ts < best->ts || (w.ts == best->ts && w.id < best->id)))) {
-        best = &w;
-        best_prio = c.b->prio;
+      const Cursor& c = s.cur[i];
+      if (c.done) continue;
+      if (!best || c.prio > best->prio ||
+          (c.prio == best->prio && (c.ts < best->ts || (c.ts == best->ts && c.id < best->id)))) {
+        best = &c;
         s.next = static_cast<int>(i);
       }
     }
     return s.next >= 0;
   }
 
-  // Makes a stream of team ti's queue on f from the buckets that may admit now (MayAdmit),
-  // or only its fresh buckets. A queue whose smallest request and highest priority pass
-  // no test has no bucket that does, and is skipped without looking at its buckets.
-  void AddStream(uint32_t ti, uint16_t f, bool fresh_only, bool all) {
+  static bool FitsIn(const Resources& req, const Resources& avail) {
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && req[r] > avail[r]) return false;
+    return true;
+  }
+  // The later rounds' filter (Round): the request fits what is available, or (a team that
+  // lost workloads to preemption this round) the team's unused nominal quota, which it
+  // may reclaim.
+  bool MayAdmitLater(const TeamFlavor& x, const Resources& req, const Resources& avail,
+                     bool victim_team) const {
+    return FitsIn(req, avail) || (victim_team && WithinNominalAfter(x, req));
+  }
+
+  // What AddStream takes of a queue.
+  enum class Scan : uint8_t {
+    kWhole,       // every class that may admit now (MayAdmit)
+    kFresh,       // only classes with workloads queued since the last cycle (MayAdmit)
+    kAll,         // every class, unfiltered (configuration changed)
+    kLater,       // a later round's filter (MayAdmitLater)
+    kLaterVictim, // the same, for a team that lost workloads to preemption
+  };
+
+  // Makes a stream of team ti's queue on f from the classes `scan` selects. A queue whose
+  // smallest request and highest priority pass no test has no class that does, and is
+  // skipped without looking at its classes.
+  void AddStream(uint32_t ti, uint16_t f, Scan scan) {
+    const bool fresh_only = scan == Scan::kFresh;
+    const bool all = scan == Scan::kAll;
+    const bool fit_only = scan == Scan::kLater || scan == Scan::kLaterVictim;
+    const bool victim = scan == Scan::kLaterVictim;
     Team& t = teams[ti];
     TeamFlavor& x = t.tf[f];
     if (x.stream_round == round_seq || x.npending == 0) return;
     if (!t.active && !all) return;
     Resources avail;
     for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
+    if (fit_only) {
+      RefreshSummary(x);
+      if (!MayAdmitLater(x, x.min_req, avail, victim)) return;
+    }
     const std::optional<Share> other =
-        policy.fair_share ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
-    if (!all && !fresh_only) {
+        policy.fair_share && !fit_only ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
+    if (!all && !fresh_only && !fit_only) {
       if (x.skip_valid && x.skip_version == t.version) {
         const Flavor& fl = flavors[f];
         for (int r = 0; r < kNumResources; ++r)
@@ -1386,14 +1580,27 @@ struct Engine::Impl {
     s.cur.clear();
     s.deferred.clear();
     s.has_fail = false;
-    for (auto& b : x.buckets) {
-      if (b->q.empty() || (fresh_only && !b->fresh)) continue;
-      if (!all && !NeverFits(t, f, shapes[b->shape]) &&
-          !MayAdmit(ti, f, b->prio, shapes[b->shape], avail, other))
+    s.share_version = std::numeric_limits<uint64_t>::max();
+    LowerMemo memo;
+    for (size_t i = 0; i < x.info.size(); ++i) {
+      const BucketInfo& b = x.info[i];
+      if (b.size == 0 || (fresh_only && !b.fresh)) continue;
+      if (fit_only ? !MayAdmitLater(x, shapes[b.shape], avail, victim)
+                   : !all && !NeverFits(t, f, shapes[b.shape]) &&
+                         !MayAdmit(ti, f, b.prio, shapes[b.shape], avail, other, &memo))
         continue;
-      s.cur.push_back({b.get(), b->q.begin()});
+      Bucket* bucket = x.buckets[i].get();
+      // A class whose head would borrow waits for the borrowing pass (Decide); whether it
+      // borrows is read when the stream is made (Kueue too reads it from the cycle's
+      // snapshot).
+      if (t.active && !WithinNominalAfter(t, f, shapes[b.shape]) &&
+          !NeverFits(t, f, shapes[b.shape])) {
+        s.deferred.push_back({bucket, static_cast<uint32_t>(i)});
+        continue;
+      }
+      s.cur.push_back(MakeCursor(x, static_cast<uint32_t>(i)));
     }
-    if (s.cur.empty()) return;
+    if (s.cur.empty() && s.deferred.empty()) return;
     x.stream_round = round_seq;
     ++nstreams;
   }
@@ -1404,6 +1611,23 @@ struct Engine::Impl {
     ++round_seq;
     in_round = true;
     nstreams = 0;
+    // After a round with evictions, the queues of the types they were on are scanned only
+    // for jobs that fit what is available now: quota the victims freed beyond their
+    // preemptors' needs is used in the same cycle. Preemptions that this cycle's changes
+    // made possible (a team that now borrows more, a lower or higher fair share) wait for
+    // the next cycle, which reads the state anew, as Kueue's per-cycle snapshot does.
+    for (auto [ti, f] : round_victim_tfs) AddStream(ti, f, Scan::kLaterVictim);
+    round_victim_tfs.clear();
+    for (uint16_t f : round_victim_flavors) {
+      flavors[f].victims_this_round = false;
+      if (!FreeMayFit(f)) continue;
+      for (uint32_t ti : flavors[f].queued) {
+        TeamFlavor& x = teams[ti].tf[f];
+        if (x.npending == 0 || x.victim_round == round_seq - 1) continue;
+        AddStream(ti, f, Scan::kLater);
+      }
+    }
+    round_victim_flavors.clear();
     // Queues of a type whose quota was released (or whose configuration changed) are
     // scanned whole when they pass MayAdmit; other queues only for their fresh buckets.
     for (size_t f = 0; f < flavors.size(); ++f) {
@@ -1420,7 +1644,7 @@ struct Engine::Impl {
           continue;
         }
         q[keep++] = ti;
-        AddStream(ti, static_cast<uint16_t>(f), false, x.force);
+        AddStream(ti, static_cast<uint16_t>(f), x.force ? Scan::kAll : Scan::kWhole);
         x.force = false;
       }
       q.resize(keep);
@@ -1428,9 +1652,9 @@ struct Engine::Impl {
     for (auto [ti, f] : fresh_tfs) {
       TeamFlavor& x = teams[ti].tf[f];
       x.has_fresh = false;
-      AddStream(ti, f, !x.force, x.force);
+      AddStream(ti, f, x.force ? Scan::kAll : Scan::kFresh);
       x.force = false;
-      for (auto& b : x.buckets) b->fresh = false;
+      for (BucketInfo& b : x.info) b.fresh = false;
     }
     fresh_tfs.clear();
     for (int pass = 1; pass <= 2; ++pass) {
@@ -1438,7 +1662,8 @@ struct Engine::Impl {
         for (size_t si = 0; si < nstreams; ++si) {
           Stream& s = streams[si];
           s.cur.clear();
-          for (Bucket* b : s.deferred) s.cur.push_back({b, b->q.begin()});
+          const TeamFlavor& x = teams[s.team].tf[s.flavor];
+          for (const DeferredClass& d : s.deferred) s.cur.push_back(MakeCursor(x, d.slot));
           s.has_fail = false;
         }
       }
@@ -1447,10 +1672,13 @@ struct Engine::Impl {
         Stream& s = streams[si];
         if (!Advance(s)) return;
         const Cursor& c = s.cur[s.next];
-        const Wl& w = wls[*c.it];
-        Share sh;
-        if (policy.fair_share) sh = ShareOf(teams[s.team], s.flavor, ReqOf(w));
-        heap.push({sh, -c.b->prio, w.ts, w.id, si, teams[s.team].version});
+        const Team& t = teams[s.team];
+        if (policy.fair_share && (s.share_version != t.version || s.share_shape != c.shape)) {
+          s.share = ShareOf(t, s.flavor, shapes[c.shape]);
+          s.share_version = t.version;
+          s.share_shape = c.shape;
+        }
+        heap.push({policy.fair_share ? s.share : Share{}, -c.prio, c.ts, c.id, si, t.version});
       };
       for (uint32_t si = 0; si < nstreams; ++si) push(si);
       while (!heap.empty()) {
@@ -1475,27 +1703,32 @@ struct Engine::Impl {
   // closes its bucket for this pass (never fits, deferred to the borrowing pass, or no
   // admission possible).
   void Decide(Stream& s, int pass, CycleResult& res) {
+    // Reads the cursor's copy of the head's keys: the bucket and the workload are touched
+    // only to admit, to search victims, or to classify the class as never fitting.
     Cursor& c = s.cur[s.next];
-    Bucket& b = *c.b;
-    const uint32_t wi = *c.it;
-    Wl& w = wls[wi];
     Team& t = teams[s.team];
     const uint16_t f = s.flavor;
-    const Resources& req = ReqOf(w);
-    auto close = [&] { c.it = b.q.end(); };
+    TeamFlavor& x = t.tf[f];
+    const Resources& req = shapes[c.shape];
+    const uint32_t slot = c.slot;  // x.info may grow while victims are queued: index anew
+    auto close = [&] { c.done = true; };
     auto admit = [&] {
+      Materialize(c);
+      const uint32_t wi = *c.it;
       ++c.it;
-      Admit(wi, b);
+      Admit(wi, *c.b);
+      Seek(c);
     };
     ++res.considered;
     if (!t.active) {
-      b.skip = Skip::kInactive;
-      for (Cursor& k : s.cur) k.it = k.b->q.end();
+      x.info[slot].skip = Skip::kInactive;
+      for (Cursor& k : s.cur) k.done = true;
       return;
     }
     if (NeverFits(t, f, req)) {
       // The whole class: same request, same team and type.
-      TeamFlavor& x = t.tf[f];
+      Bucket& b = *c.b;
+      Materialize(c);
       for (auto it = c.it; it != b.q.end();) {
         const uint32_t vi = *it;
         Wl& v = wls[vi];
@@ -1504,14 +1737,19 @@ struct Engine::Impl {
           continue;
         }
         it = b.q.erase(it);
+        --x.info[slot].size;
         --x.npending;
         v.state = WlState::kNeverFit;
         v.pos = static_cast<uint32_t>(x.never_fit.size());
         x.never_fit.push_back(vi);
         res.never_fits.push_back(v.id);
       }
-      if (b.q.empty()) BucketEmptied(s.team, f);
-      else x.summary_dirty = true;
+      if (b.q.empty()) {
+        BucketEmptied(s.team, f);
+      } else {
+        x.summary_dirty = true;
+        SetHead(x.info[slot], wls[*b.q.begin()]);
+      }
       close();
       return;
     }
@@ -1519,43 +1757,55 @@ struct Engine::Impl {
     // Entries that need to borrow wait for the second pass: non-borrowing entries of every
     // team go first (Kueue's classical ordering and FairSharingPrioritizeNonBorrowing).
     if (pass == 1 && borrows) {
-      s.deferred.push_back(&b);
+      s.deferred.push_back({c.b, slot});
       close();
       return;
     }
+    const uint64_t id = c.id;
     if (Fits(t, f, req)) {
       admit();
       if (borrows) ++borrow_epoch;
-      res.admitted.push_back({w.id, borrows, {}});
-      b.skip = Skip::kNone;
+      res.admitted.push_back({id, borrows, {}});
+      x.info[slot].skip = Skip::kNone;
       return;
     }
-    if (s.has_fail && s.fail_epoch == borrow_epoch && w.prio <= s.fail_prio) {
+    if (s.has_fail && s.fail_epoch == borrow_epoch && c.prio <= s.fail_prio) {
       bool dominated = true;
       for (int r = 0; r < kNumResources; ++r)
         if (req[r] < s.fail_req[r]) dominated = false;
       if (dominated) {
-        b.skip = Skip::kNoCandidates;
+        x.info[slot].skip = Skip::kNoCandidates;
         close();
         return;
       }
     }
+    // The stream was made on the state at the round's start; since then other admissions
+    // may have taken what the class could use. MayAdmit is sound, so when it fails now the
+    // search below would fail too: skip it (same outcome, as a failed search).
+    bool may = true;
+    {
+      Resources avail;
+      for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
+      may = MayAdmit(s.team, f, c.prio, req, avail,
+                     policy.fair_share ? MaxOtherBorrowerShare(f, s.team) : std::nullopt);
+    }
     std::vector<Victim> victims;
-    if (TryPreempt(wi, victims)) {
+    if (may) Materialize(c);
+    if (may && TryPreempt(*c.it, victims)) {
       admit();
       const bool bo = BorrowingOn(t, f, req);
       if (bo) ++borrow_epoch;
-      Admission a{w.id, bo, {}};
-      for (const Victim& v : victims) a.victims.push_back({wls[v.wi].id, w.id, v.reason});
+      Admission a{id, bo, {}};
+      for (const Victim& v : victims) a.victims.push_back({wls[v.wi].id, id, v.reason});
       res.admitted.push_back(std::move(a));
-      b.skip = Skip::kNone;
+      t.tf[f].info[slot].skip = Skip::kNone;
       return;
     }
     s.has_fail = true;
-    s.fail_prio = w.prio;
+    s.fail_prio = c.prio;
     s.fail_req = req;
     s.fail_epoch = borrow_epoch;
-    b.skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
+    x.info[slot].skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
     close();
   }
 
@@ -1651,7 +1901,7 @@ struct Engine::Impl {
         } else {
           why.verdict = Verdict::kWaiting;
           const Bucket* b = FindBucket(x, w);
-          switch (b ? b->skip : Skip::kNone) {
+          switch (b ? x.info[b->slot].skip : Skip::kNone) {
             case Skip::kNeedsBorrow:
               why.reason = absl::StrCat(
                   "it needs to borrow and the cohort has not enough idle quota to lend (",
@@ -1770,6 +2020,7 @@ Status Engine::SetPolicy(const SchedulerPolicy& policy) {
       std::vector<uint32_t> pend;
       for (const auto& b : x.buckets) pend.insert(pend.end(), b->q.begin(), b->q.end());
       x.buckets.clear();
+      x.info.clear();
       x.npending = 0;
       x.summary_dirty = true;
       for (uint32_t wi : pend) {
@@ -1779,6 +2030,7 @@ Status Engine::SetPolicy(const SchedulerPolicy& policy) {
         m.InsertPending(wi);
       }
       x.admitted_by_class = {};
+      x.min_admitted_prio = std::numeric_limits<int32_t>::max();
       x.admitted_usage_by_class = {};
       x.admitted_shapes.clear();
       for (uint32_t wi : x.admitted) {
@@ -1963,8 +2215,19 @@ Status Engine::CheckConsistency() const {
       bool any = false;
       Resources min_req{};
       int32_t max_prio = 0;
+      if (x.info.size() != x.buckets.size()) return bad(where, ": bucket info out of step");
+      if (x.min_admitted_prio != m.CountMinAdmittedPrio(x))
+        return bad(where, ": lowest admitted priority is stale");
       for (size_t a = 0; a < x.buckets.size(); ++a) {
         const Bucket& b = *x.buckets[a];
+        const BucketInfo& bi = x.info[a];
+        if (!b.q.empty() && (bi.head_id != m.wls[*b.q.begin()].id ||
+                             bi.head_ts != m.wls[*b.q.begin()].ts ||
+                             bi.head_evicted_cycle != m.wls[*b.q.begin()].evicted_cycle))
+          return bad(where, ": bucket head keys are stale");
+        if (b.slot != a || bi.size != b.q.size() ||
+            (!b.q.empty() && (bi.shape != b.shape || bi.prio != b.prio || bi.cls != b.cls)))
+          return bad(where, ": bucket info differs from its bucket");
         if (b.q.empty()) continue;
         const int32_t prio = b.cls == kNoClass ? 0 : m.class_weight[b.cls];
         if (b.prio != prio) return bad(where, ": bucket priority is stale");

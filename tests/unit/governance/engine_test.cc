@@ -264,6 +264,27 @@ TEST(KueuePreemption, CannotPreemptBeyondRequestableQuotaIncludingLendingLimit) 
   EXPECT_TRUE(o.victims.empty());
 }
 
+TEST(GovernanceRounds, QuotaFreedBeyondThePreemptorsNeedIsUsedInTheSameCycle) {
+  // After a round with evictions only jobs that fit what is available are looked at again
+  // (docs/governance.md, "A cycle"): here the reclaim frees 6, a takes 2, c's waiting
+  // borrower takes 3 of the 4 left in the same cycle.
+  Gov g(false);
+  g.Team("a", 6);
+  g.Team("b", 2).borrow_limit_percent = 500;
+  g.Team("c", 2).borrow_limit_percent = 500;
+  g.Apply();
+  g.Running(1, "b", "low", 2);
+  g.Running(2, "b", "low", 6);  // borrows a's idle 6
+  g.Running(3, "c", "low", 2);  // the cohort is full
+  g.Submit(4, "c", "low", 3);
+  EXPECT_TRUE(g.Cycle().admitted.empty());
+  g.Submit(5, "a", "low", 2);  // within a's nominal: reclaims
+  auto o = g.Cycle();
+  EXPECT_EQ(o.admitted, (vector<uint64_t>{5, 4}));
+  EXPECT_EQ(o.victims, (Victims{{2, kReclaim}}));
+  ASSERT_TRUE(g.e.CheckConsistency().ok());
+}
+
 // ---- Kueue scheduler_test.go.
 
 TEST(KueueScheduler, AdmitsAsTheyFitAndTwoSmallAfterABigFinishes) {
