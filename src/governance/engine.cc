@@ -199,6 +199,14 @@ struct BucketInfo {
 constexpr int kClassSlots = 11;  // 10 classes + "no class"
 inline int ClassSlot(uint8_t cls) { return cls == kNoClass ? 10 : cls; }
 
+// What victim searches read of an admitted workload, kept next to the team-flavor's list of
+// admitted workloads so that filtering candidates reads no workload.
+struct AdmittedKey {
+  int64_t admit_seq = 0;
+  int32_t prio = 0;
+  uint32_t shape = 0;
+};
+
 // A team's state for one flavor.
 // Fields a scan reads for every queue of a type come first, so that they share as few
 // cache lines as possible (at tier M the scans are bound by memory latency).
@@ -233,6 +241,7 @@ struct alignas(64) TeamFlavor {
   // ---- the rest ----
   std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
   std::vector<uint32_t> admitted;
+  std::vector<AdmittedKey> admitted_keys;  // admitted_keys[k] describes admitted[k]
   std::vector<uint32_t> never_fit;
   std::array<Resources, kClassSlots> admitted_usage_by_class{};
   // Admitted workloads by request shape (shape, count): which victim sizes the team has.
@@ -930,11 +939,26 @@ struct Engine::Impl {
     --pending_count;
     w.state = WlState::kAdmitted;
     w.admit_seq = ++admit_seq;
-    w.pos = static_cast<uint32_t>(x.admitted.size());
-    x.admitted.push_back(wi);
+    PushAdmitted(x, wi);
     CountAdmitted(x, w, +1);
     AddUsage(w.team, w.flavor, ReqOf(w), +1);
     ++admitted_count;
+  }
+
+  // Appends admitted workload wi (admit_seq set) to its team-flavor's admitted list.
+  void PushAdmitted(TeamFlavor& x, uint32_t wi) {
+    Wl& w = wls[wi];
+    w.pos = static_cast<uint32_t>(x.admitted.size());
+    x.admitted.push_back(wi);
+    x.admitted_keys.push_back({w.admit_seq, w.prio, w.shape});
+  }
+
+  // Takes workload wi out of its team-flavor's admitted list (swap with the last).
+  void DropAdmitted(TeamFlavor& x, uint32_t wi) {
+    const uint32_t pos = wls[wi].pos;
+    x.admitted_keys[pos] = x.admitted_keys.back();
+    x.admitted_keys.pop_back();
+    DropFromVector(x.admitted, wi);
   }
 
   void DropFromVector(std::vector<uint32_t>& v, uint32_t wi) {
@@ -951,7 +975,7 @@ struct Engine::Impl {
   void Evict(uint32_t wi) {
     Wl& w = wls[wi];
     TeamFlavor& x = teams[w.team].tf[w.flavor];
-    DropFromVector(x.admitted, wi);
+    DropAdmitted(x, wi);
     CountAdmitted(x, w, -1);
     AddUsage(w.team, w.flavor, ReqOf(w), -1);
     --admitted_count;
@@ -976,7 +1000,7 @@ struct Engine::Impl {
     TeamFlavor& x = teams[w.team].tf[w.flavor];
     switch (w.state) {
       case WlState::kAdmitted:
-        DropFromVector(x.admitted, wi);
+        DropAdmitted(x, wi);
         CountAdmitted(x, w, -1);
         AddUsage(w.team, w.flavor, ReqOf(w), -1);
         ++flavors[w.flavor].gen;
@@ -1042,8 +1066,10 @@ struct Engine::Impl {
     }
     std::vector<uint32_t> same;
     if (t.preempt == PreemptTeamTasks::kLowerPriority) {
-      for (uint32_t ci : t.tf[f].admitted)
-        if (wls[ci].prio < w.prio && !AdmittedThisCycle(ci)) same.push_back(ci);
+      const TeamFlavor& x = t.tf[f];
+      for (size_t k = 0; k < x.admitted.size(); ++k)
+        if (x.admitted_keys[k].prio < w.prio && x.admitted_keys[k].admit_seq <= cycle_first_seq)
+          same.push_back(x.admitted[k]);
     }
     // Other teams' workloads are candidates only while their team borrows on a needed
     // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
@@ -1267,17 +1293,20 @@ struct Engine::Impl {
         }
         const Share best_share = top.share;
         if (!tg.loaded) {
-          const std::vector<uint32_t>& adm = teams[tg.team].tf[f].admitted;
+          const TeamFlavor& ux = teams[tg.team].tf[f];
           if (within_nominal) {
-            tg.cands = adm;
+            tg.cands = ux.admitted;
           } else {
             // Only candidates that may be fair-sharing victims now: the target's usage only
-            // falls during the search, so those left out stay out.
+            // falls during the search, so those left out stay out (not admitted in this
+            // cycle, and leaving the team at nominal; see passed_over below).
             tg.cands.clear();
-            for (uint32_t c : adm)
-              if (!AdmittedThisCycle(c) &&
-                  StaysAtNominal(teams[tg.team], f, req, ReqOf(wls[c])))
-                tg.cands.push_back(c);
+            for (size_t k = 0; k < ux.admitted.size(); ++k) {
+              const AdmittedKey& key = ux.admitted_keys[k];
+              if (key.admit_seq <= cycle_first_seq &&
+                  StaysAtNominal(teams[tg.team], f, req, shapes[key.shape]))
+                tg.cands.push_back(ux.admitted[k]);
+            }
           }
           std::make_heap(tg.cands.begin(), tg.cands.end(), after);
           tg.left = tg.cands.size();
@@ -2033,10 +2062,11 @@ Status Engine::SetPolicy(const SchedulerPolicy& policy) {
       x.min_admitted_prio = std::numeric_limits<int32_t>::max();
       x.admitted_usage_by_class = {};
       x.admitted_shapes.clear();
-      for (uint32_t wi : x.admitted) {
-        Wl& w = m.wls[wi];
+      for (size_t k = 0; k < x.admitted.size(); ++k) {
+        Wl& w = m.wls[x.admitted[k]];
         w.cls = w.cls == kNoClass ? kNoClass : remap[w.cls];
         w.prio = w.cls == kNoClass ? 0 : m.class_weight[w.cls];
+        x.admitted_keys[k].prio = w.prio;
         m.CountAdmitted(x, w, +1);
       }
       for (uint32_t wi : x.never_fit) {
@@ -2105,8 +2135,7 @@ Status Engine::RestoreAdmitted(const WorkloadSpec& spec) {
   TeamFlavor& x = m.teams[w.team].tf[w.flavor];
   w.state = WlState::kAdmitted;
   w.admit_seq = ++m.admit_seq;
-  w.pos = static_cast<uint32_t>(x.admitted.size());
-  x.admitted.push_back(wi);
+  m.PushAdmitted(x, wi);
   m.CountAdmitted(x, w, +1);
   m.AddUsage(w.team, w.flavor, m.ReqOf(w), +1);
   ++m.admitted_count;
@@ -2265,10 +2294,15 @@ Status Engine::CheckConsistency() const {
       std::array<Resources, kClassSlots> usage_by_class{};
       std::vector<std::pair<uint32_t, uint32_t>> shapes;
       Resources usage{};
+      if (x.admitted_keys.size() != x.admitted.size())
+        return bad(where, ": admitted keys out of step");
       for (size_t k = 0; k < x.admitted.size(); ++k) {
         const Wl& w = m.wls[x.admitted[k]];
         if (w.state != WlState::kAdmitted || w.pos != k)
           return bad(where, ": admitted workload ", w.id, " has a stale state or position");
+        const AdmittedKey& key = x.admitted_keys[k];
+        if (key.admit_seq != w.admit_seq || key.prio != w.prio || key.shape != w.shape)
+          return bad(where, ": admitted workload ", w.id, " has stale keys");
         const int slot = ClassSlot(w.cls);
         ++by_class[slot];
         for (int r = 0; r < kNumResources; ++r) {
