@@ -303,8 +303,10 @@ std::string RenderJobSubmitLua() {
   return R"lua(-- job_submit.lua of a Hyperfleet cluster, written by the control plane (task governance,
 -- docs/governance.md "On Slurm"). A job of a governed account (a team with a ComputeQuota on
 -- this cluster; the controller's agent keeps the list in the file below, one per line) is
--- held at submission (priority 0, an administrator's hold that users cannot release) and runs
--- once Hyperfleet's admission engine admits it. Other jobs pass unchanged.
+-- held at submission and runs once Hyperfleet's admission engine admits it. Other jobs pass
+-- unchanged. Slurm 22.05 counts a priority of 0 set here as the user's own hold; the job is
+-- marked (AdminComment, which users cannot set) so that the control plane knows it as its
+-- own and turns the hold into an administrator's at once.
 local GOVERNED = "/opt/slurm/etc/hyperfleet-governed-accounts"
 
 local function governed(account)
@@ -324,6 +326,9 @@ end
 function slurm_job_submit(job_desc, part_list, submit_uid)
   if governed(job_desc.account) then
     job_desc.priority = 0
+    if job_desc.admin_comment == nil or job_desc.admin_comment == "" then
+      job_desc.admin_comment = "hyperfleet-governed"
+    end
     slurm.log_info("hyperfleet: job of governed account %s held until admitted",
                    job_desc.account)
   end

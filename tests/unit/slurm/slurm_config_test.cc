@@ -276,6 +276,8 @@ TEST(JobSubmitLua, HoldsGovernedAccountsOnly) {
   EXPECT_NE(lua.find("function slurm_job_modify("), std::string::npos);
   EXPECT_NE(lua.find("\"/opt/slurm/etc/hyperfleet-governed-accounts\""), std::string::npos);
   EXPECT_NE(lua.find("job_desc.priority = 0"), std::string::npos);
+  // The mark the governance loop and the agent know as Hyperfleet's (Mark::kGoverned).
+  EXPECT_NE(lua.find("job_desc.admin_comment = \"hyperfleet-governed\""), std::string::npos);
   EXPECT_NE(lua.find("return slurm.SUCCESS\n"), std::string::npos);
 }
 
