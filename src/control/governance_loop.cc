@@ -447,17 +447,33 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       auto [it, fresh] = st.jobs.try_emplace(id);
       ClusterState::Job& job = it->second;
       if (job.seen != report) ++listed;
+      // Out-of-range counts saturate (and never fit) instead of wrapping to a small gang.
+      const int32_t nodes = static_cast<int32_t>(
+          std::clamp(ReportNumber(r, "nodes", 1.0), 1.0, double(INT32_MAX)));
+      const int64_t submit_ms = static_cast<int64_t>(
+          std::clamp(ReportNumber(r, "submit_time", 0.0), 0.0, 1e12) * 1000);
       if (!fresh) {
-        job.seen = report;
-        if (job.mark == mark && job.state == state && job.reason == reason) {
-          continue;  // unchanged: the common case
+        // The job's owner may change a pending job's account, QOS, partitions or node count
+        // (scontrol update), also after its release; a reused id is another job. The engine
+        // must then decide it anew, or Slurm runs a request the engine never admitted.
+        if (job.spec.team == account && job.spec.count == nodes &&
+            job.spec.submit_time_ms == submit_ms &&
+            job.spec.priority_class == ReportRef(r, "qos") &&
+            job.partition == ReportRef(r, "partition")) {
+          job.seen = report;
+          if (job.mark == mark && job.state == state && job.reason == reason) {
+            continue;  // unchanged: the common case
+          }
+          job.state = state;
+          job.reason = reason;
+          job.phase = PhaseOf(state, reason);
+          job.mark = mark;
+          st.Track(id, job);
+          continue;
         }
-        job.state = state;
-        job.reason = reason;
-        job.phase = PhaseOf(state, reason);
-        job.mark = mark;
-        st.Track(id, job);
-        continue;
+        if (job.in_engine) (void)st.engine->Remove(id);
+        st.discordant.erase(id);
+        job = ClusterState::Job{};
       }
       const SlurmPhase phase = PhaseOf(state, reason);
       job.seen = report;
@@ -471,11 +487,8 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       // The QOS names the class: the engine takes "<class>-priority" or "<class>"; the agent
       // reports Slurm's default QOS ("normal") as none.
       job.spec.priority_class = ReportString(r, "qos");
-      job.spec.submit_time_ms = static_cast<int64_t>(
-          std::clamp(ReportNumber(r, "submit_time", 0.0), 0.0, 1e12) * 1000);
-      // Out-of-range counts saturate (and never fit) instead of wrapping to a small gang.
-      job.spec.count = static_cast<int32_t>(
-          std::clamp(ReportNumber(r, "nodes", 1.0), 1.0, double(INT32_MAX)));
+      job.spec.submit_time_ms = submit_ms;
+      job.spec.count = nodes;
       // A job submitted to several partitions may run in any: they must share one type.
       std::set<std::string> types;
       for (const auto& p : absl::StrSplit(job.partition, ',', absl::SkipEmpty())) {

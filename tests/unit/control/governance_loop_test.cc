@@ -100,6 +100,7 @@ class GovernanceLoopTest : public ::testing::Test {
     std::string mark;
   };
   std::map<uint64_t, J> slurm_;
+  std::map<uint64_t, double> submit_offset_;  ///< seconds added to a job's submit time
 
   /// As job_submit.lua holds it: priority 0, which Slurm 22.05 takes as the user's hold.
   void Submit(uint64_t id, const std::string& team, const std::string& qos, int nodes) {
@@ -112,7 +113,8 @@ class GovernanceLoopTest : public ::testing::Test {
     for (const auto& [id, j] : slurm_) {
       jobs.push_back({{"id", id}, {"account", j.account}, {"qos", j.qos}, {"partition", "workers"},
                       {"nodes", j.nodes}, {"state", j.state}, {"reason", j.reason},
-                      {"submit_time", 1767225600.0 + static_cast<double>(id)}});
+                      {"submit_time", 1767225600.0 + static_cast<double>(id) +
+                                          (submit_offset_.count(id) ? submit_offset_.at(id) : 0)}});
       // The agent reports only its own marks (ParseSlurmJobs).
       if (j.mark == "hyperfleet-governed" || j.mark == "hyperfleet-held") {
         jobs.back()["mark"] = j.mark;
@@ -421,6 +423,47 @@ TEST_F(GovernanceLoopTest, MalformedReportEntriesAreSkippedNotFatal) {
   json bad_partitions = Report();
   bad_partitions["partitions"] = json::array({"w1"});
   ASSERT_NO_THROW(loop_->onHeartbeat("c1", &bad_partitions));
+}
+
+// A job's owner may change its node count, account or QOS while it is pending, also after
+// its release (scontrol update): the loop must decide the changed request anew instead of
+// keeping the one it admitted.
+TEST_F(GovernanceLoopTest, ChangedRequestOfAKnownJobIsDecidedAnew) {
+  Submit(1, "team-a", "training-priority", 1);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
+  slurm_[1].state = "PENDING";  // released, waiting for nodes
+  slurm_[1].reason = "Resources";
+  EXPECT_TRUE(Beat().empty());
+  slurm_[1].nodes = 4;  // beyond team-a's 2 + 50 % borrow: never fits
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "hold"}}));
+  auto why = loop_->why("c1", 1);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_NE(why->dump().find("4"), std::string::npos) << why->dump();
+
+  // team-a runs 3 nodes (2 + 1 borrowed from team-b); its next job waits. Moved to team-b,
+  // which has 1 node of nominal quota left, it runs.
+  slurm_.erase(1);
+  Submit(2, "team-a", "training-priority", 3);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "release"}}));
+  Submit(3, "team-a", "training-priority", 1);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{3, "hold"}}));
+  EXPECT_TRUE(Beat().empty());
+  slurm_[3].account = "team-b";
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{3, "release"}}));
+
+  // An id Slurm reuses for another job (submitted later, larger) is a new request too.
+  slurm_.erase(3);
+  Submit(4, "team-b", "training-priority", 1);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{4, "release"}}));
+  J reused = slurm_[4];
+  reused.nodes = 2;
+  reused.state = "PENDING";
+  reused.reason = "JobHeldUser";
+  slurm_[4] = reused;
+  submit_offset_[4] = 500;
+  // Its 2 nodes are team-b's nominal quota: it reclaims the node team-a's job 2 borrows (the
+  // old 1-node job, still admitted, would only have been released).
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "requeuehold"}, {4, "release"}}));
 }
 
 TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
