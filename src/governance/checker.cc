@@ -112,6 +112,16 @@ int InvariantChecker::TeamIndex(const std::string& name) {
 
 void InvariantChecker::SetPolicy(const SchedulerPolicy& policy) {
   policy_ = policy;
+  // Jobs follow their class by name to its new weight; a job whose class is gone drops to
+  // priority 0 for good (the engine's rule, docs/governance.md).
+  for (auto& [id, j] : jobs_) {
+    if (j.cls.empty()) continue;
+    bool found = false;
+    for (const auto& pc : policy_.priority_classes)
+      if (pc.name == j.cls || pc.name + "-priority" == j.cls) found = true;
+    if (!found) j.cls.clear();
+    j.prio = PriorityOf(j.cls);
+  }
   ConfigChanged();
 }
 
@@ -221,6 +231,7 @@ void InvariantChecker::Submitted(const WorkloadSpec& s) {
                             static_cast<int64_t>(std::round(it.memory_gib * 1024.0))};
   for (int r = 0; r < kR; ++r) j.req.a[r] = (s.per_pod ? (*s.per_pod)[r] : inst[r]) * s.count;
   j.prio = PriorityOf(s.priority_class);
+  j.cls = s.priority_class;
   j.ts = s.submit_time_ms;
   jobs_[s.id] = j;
   Quota& q = teams_[j.team];
@@ -342,14 +353,15 @@ bool InvariantChecker::TeamOk(int team, int type, const Amount& req, std::string
 
 // Dominant borrowed share of `team` (with `delta` on `type`; -1: none) ÷ weight; zero-weight
 // borrowers rank above every weighted one (1e12 + unweighted share).
-double InvariantChecker::Share(int team, int type, const Amount& delta) const {
+std::pair<int, double> InvariantChecker::ShareRank(int team, int type,
+                                                  const Amount& delta) const {
   double lendable[kR] = {0, 0, 0};
   for (size_t ty = 0; ty < types_.size(); ++ty)
     for (int r = 0; r < kR; ++r)
       lendable[r] += static_cast<double>(tally_[ty].lendable[r] +
                                          IdleCapacity(static_cast<int>(ty), r));
   const Quota& q = teams_[team];
-  double best = 0;
+  std::pair<int, double> best{0, 0.0};
   for (int r = 0; r < kR; ++r) {
     int64_t borrowed = 0;
     for (size_t ty = 0; ty < types_.size(); ++ty) {
@@ -357,10 +369,23 @@ double InvariantChecker::Share(int team, int type, const Amount& delta) const {
       if (static_cast<int>(ty) == type) u += delta.a[r];
       borrowed += std::max<int64_t>(0, u - NominalOf(team, static_cast<int>(ty)).a[r]);
     }
-    if (borrowed > 0) best = std::max(best, lendable[r] > 0 ? borrowed / lendable[r] : 1e9);
+    if (borrowed <= 0) continue;
+    // Borrowing what nobody lends (quota lowered or deleted under running jobs) is an
+    // infinite share; such shares rank among themselves by the amount borrowed.
+    const std::pair<int, double> s =
+        lendable[r] > 0 ? std::pair<int, double>{0, borrowed / lendable[r]}
+                        : std::pair<int, double>{1, static_cast<double>(borrowed)};
+    best = std::max(best, s);
   }
-  if (best == 0) return 0;
-  return q.weight == 0 ? 1e12 + best : best / q.weight;
+  if (best.second == 0) return {0, 0.0};
+  // Weight 0 ranks above every weighted share and, unweighted, among the other zero weights.
+  if (q.weight == 0) return {best.first + 1, best.second};
+  return {best.first, best.second / q.weight};
+}
+
+double InvariantChecker::Share(int team, int type, const Amount& delta) const {
+  const auto [tier, value] = ShareRank(team, type, delta);
+  return tier == 0 ? value : 1e12 * tier + value;
 }
 
 bool InvariantChecker::FitsUnusedNominal(const WorkloadSpec& s) const {
@@ -544,9 +569,13 @@ void InvariantChecker::CheckCycle(const CycleResult& res, const Engine& engine, 
         } else {
           Amount delta = w.req;
           for (int r = 0; r < kR; ++r) delta.a[r] -= own_victims.a[r];
+          const auto mine_rank = ShareRank(w.team, w.type, delta);
+          const auto theirs_rank = ShareRank(v.team, v.type, Amount{});
           const double mine = Share(w.team, w.type, delta);
           const double theirs = Share(v.team, v.type, Amount{});
-          if (mine > theirs * (1 + 1e-9) + 1e-12) {
+          if (mine_rank.first > theirs_rank.first ||
+              (mine_rank.first == theirs_rank.first &&
+               mine_rank.second > theirs_rank.second * (1 + 1e-9) + 1e-12)) {
             std::string all;
             for (const Preemption& q : a.victims) {
               auto qj = jobs_.find(q.victim);

@@ -121,6 +121,7 @@ class InvariantChecker {
     int team = 0, type = 0;
     Amount req;
     int prio = 0;
+    std::string cls;  // the class it names ("" = none, or its class was deleted)
     int64_t ts = 0;
     int state = 0;  // 0 pending, 1 admitted, 2 never fits
     int64_t evicted_cycle = -1;
@@ -146,7 +147,10 @@ class InvariantChecker {
   bool CohortOk(int type) const;
   int64_t CohortExcess(int type, std::string* why) const;
   bool TeamOk(int team, int type, const Amount& req, std::string* why) const;
-  double Share(int team, int type, const Amount& delta) const;
+  // Weighted dominant share as the engine ranks it: {tier, value}, compared in that order;
+  // tier +1 when the dominant resource has nothing lendable, +1 for weight 0.
+  std::pair<int, double> ShareRank(int team, int type, const Amount& delta) const;
+  double Share(int team, int type, const Amount& delta) const;  // one number, for metrics
   void Fail(std::string msg);
   void ConfigChanged();
   void Mark(int team, int type, uint8_t flags);
