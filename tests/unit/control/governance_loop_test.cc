@@ -8,6 +8,8 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 
@@ -464,6 +466,117 @@ TEST_F(GovernanceLoopTest, ChangedRequestOfAKnownJobIsDecidedAnew) {
   // Its 2 nodes are team-b's nominal quota: it reclaims the node team-a's job 2 borrows (the
   // old 1-node job, still admitted, would only have been released).
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "requeuehold"}, {4, "release"}}));
+}
+
+// Two clusters' heartbeats (and why() on both) run at the same time, as two agents' requests
+// do: each cluster's decisions must be exactly those of the same reports handled alone
+// (per-cluster state, one lock each). Also built with -fsanitize=thread to look for races.
+TEST_F(GovernanceLoopTest, TwoClustersHeartbeatConcurrentlyAsIfAlone) {
+  {
+    store::WriteBatch b;
+    model::Cluster c;
+    c.id = "c2";
+    c.name = "gov2";
+    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/c2";
+    b.clusters.push_back({c});
+    for (int i = 1; i <= 4; ++i) {
+      model::Node n;
+      n.cluster_id = "c2";
+      n.instance_id = "i-1000000000000000" + std::to_string(i);
+      n.group = "workers";
+      n.instance_type = "ml.g5.8xlarge";
+      n.hostname = "w" + std::to_string(i);
+      b.nodes.push_back({n});
+    }
+    for (const auto* kind :
+         {model::governance_kind::kComputeQuota, model::governance_kind::kSchedulerConfig}) {
+      auto resources = store_->schedulerResources(kind, "c1");  // the same policy and quotas
+      ASSERT_TRUE(resources.ok());
+      for (const auto& src : *resources) {
+        model::SchedulerResource r = src;
+        r.id = "c2-" + r.id;
+        r.arn = "arn:c2-" + r.id;
+        r.cluster_id = "c2";
+        r.revision = 0;
+        b.scheduler_resources.push_back({r});
+      }
+    }
+    auto committed = store_->commit(b);
+    ASSERT_TRUE(committed.ok()) << committed.status();
+  }
+  // One cluster's traffic: a seeded stream of submissions, finishes and releases, the
+  // actions carried out as the agent would. Returns every answer's actions, in order.
+  auto drive = [](GovernanceLoop& loop, const std::string& cluster, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::map<uint64_t, J> jobs;
+    std::vector<std::string> log;
+    const char* classes[] = {"training-priority", "inference-priority", "fine-tuning-priority"};
+    for (uint64_t beat = 0; beat < 150; ++beat) {
+      if (rng() % 2 == 0) {
+        jobs[beat + 1] = {rng() % 2 ? "team-a" : "team-b", classes[rng() % 3],
+                          1 + static_cast<int>(rng() % 3), "PENDING", "JobHeldUser", ""};
+      }
+      if (!jobs.empty() && rng() % 4 == 0) jobs.erase(std::next(jobs.begin(), rng() % jobs.size()));
+      json list = json::array();
+      for (const auto& [id, j] : jobs) {
+        list.push_back({{"id", id}, {"account", j.account}, {"qos", j.qos},
+                        {"partition", "workers"}, {"nodes", j.nodes}, {"state", j.state},
+                        {"reason", j.reason}, {"submit_time", 1767225600.0 + double(id)}});
+        if (!j.mark.empty()) list.back()["mark"] = j.mark;
+      }
+      const json report = {{"jobs", list}, {"partitions", {{"workers", {"w1", "w2", "w3", "w4"}}}}};
+      const json out = loop.onHeartbeat(cluster, &report);
+      log.push_back(out.value("slurm_job_actions", json::array()).dump());
+      for (const auto& a : out.value("slurm_job_actions", json::array())) {
+        J& j = jobs.at(a["job"].get<uint64_t>());
+        const std::string action = a["action"];
+        if (action == "release") {
+          j.state = "RUNNING";
+          j.reason = "None";
+        } else if (action == "requeuehold") {
+          j.mark = "hyperfleet-governed";
+          j.state = "PENDING";
+          j.reason = "job requeued in held state";
+        } else if (action == "hold") {
+          j.mark = "hyperfleet-held";
+          j.reason = "JobHeldAdmin";
+        }
+      }
+      (void)loop.why(cluster, beat / 2);
+    }
+    return log;
+  };
+  std::vector<std::string> alone[2];
+  {
+    GovernanceLoop loop(*store_, model::InstanceCatalog::Embedded(), clock_);
+    alone[0] = drive(loop, "c1", 11);
+  }
+  {
+    GovernanceLoop loop(*store_, model::InstanceCatalog::Embedded(), clock_);
+    alone[1] = drive(loop, "c2", 22);
+  }
+  ASSERT_NE(alone[0], alone[1]);
+  for (const auto& log : alone) {  // both clusters admit and preempt, not only hold
+    std::string all;
+    for (const auto& l : log) all += l;
+    EXPECT_NE(all.find("\"release\""), std::string::npos);
+    EXPECT_NE(all.find("\"requeuehold\""), std::string::npos);
+  }
+  GovernanceLoop loop(*store_, model::InstanceCatalog::Embedded(), clock_);
+  std::vector<std::string> together[2];
+  std::thread t1([&] { together[0] = drive(loop, "c1", 11); });
+  std::thread t2([&] { together[1] = drive(loop, "c2", 22); });
+  std::thread t3([&] {
+    for (int i = 0; i < 300; ++i) {
+      (void)loop.why(i % 2 ? "c1" : "c2", static_cast<uint64_t>(i % 40));
+      (void)loop.why("c3", 1);  // a cluster with no state
+    }
+  });
+  t1.join();
+  t2.join();
+  t3.join();
+  EXPECT_EQ(together[0], alone[0]);
+  EXPECT_EQ(together[1], alone[1]);
 }
 
 TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
