@@ -30,6 +30,12 @@ bool SafeName(std::string_view s) {
          s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
 }
 
+// A string member of a control-plane message, "" when missing or of another type.
+std::string StringMember(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // squeue/sinfo print times in the node's local time zone.
 double LocalEpochSeconds(const std::string& stamp) {
   std::tm tm{};
@@ -105,7 +111,8 @@ std::string SlurmJobActionCommands(const json& actions) {
   if (!actions.is_array()) return script;
   for (const auto& a : actions) {
     if (!a.is_object() || !a.contains("job") || !a["job"].is_number_unsigned()) continue;
-    const std::string action = a.value("action", "");
+    // json::value throws on a member of another type: this runs on the helper thread.
+    const std::string action = StringMember(a, "action");
     const uint64_t job = a["job"].get<uint64_t>();
     std::string line;
     if (action == "release") {
@@ -157,9 +164,13 @@ std::string SacctmgrCommands(const json& governance) {
   if (governance.contains("qos") && governance["qos"].is_array()) {
     for (const auto& q : governance["qos"]) {
       if (!q.is_object()) continue;
-      const std::string name = q.value("name", "");
-      const int priority = q.value("priority", 0);
-      if (!SafeName(name)) continue;
+      const std::string name = StringMember(q, "name");
+      auto p = q.find("priority");  // missing: 0; anything but a small integer: skipped
+      const bool valid_priority = p == q.end() || (p->is_number_integer() &&
+                                                   p->get<int64_t>() >= 0 &&
+                                                   p->get<int64_t>() <= 1000000);
+      if (!SafeName(name) || !valid_priority) continue;
+      const int64_t priority = p == q.end() ? 0 : p->get<int64_t>();
       // "Nothing new added" exits non-zero: an existing QOS is fine.
       absl::StrAppend(&script, "sacctmgr -i add qos ", name, " Priority=", priority,
                       " >/dev/null 2>&1 || true\n");

@@ -155,6 +155,25 @@ TEST(SacctmgrCommands, AccountsAndQosOnlyWithSlurmdbd) {
   EXPECT_EQ(SacctmgrCommands(json::parse(R"({"accounts": [], "qos": []})")), "");
 }
 
+// A control plane of another version (or a broken proxy) may send members of other types:
+// the helper thread that renders these scripts must skip them, not throw (an exception there
+// ends the agent).
+TEST(SlurmJobActionCommands, MembersOfOtherTypesAreSkippedNotThrown) {
+  std::string s;
+  ASSERT_NO_THROW(s = SlurmJobActionCommands(json::parse(
+                      R"([{"job": 12, "action": 5}, {"job": 13, "action": null},
+                          {"job": 14, "action": "release"}, 7, [1]])")));
+  EXPECT_EQ(s, "{ scontrol release 14; } || echo 'scontrol release 14 failed'\n");
+  ASSERT_NO_THROW(s = SacctmgrCommands(json::parse(
+                      R"({"qos": [{"name": 5, "priority": 1}, {"name": "a-priority",
+                          "priority": "high"}, {"name": "b-priority", "priority": 1e30},
+                          {"name": "c-priority", "priority": 20}], "accounts": [3, "team-a"]})")));
+  EXPECT_EQ(s.find("a-priority"), std::string::npos) << s;
+  EXPECT_EQ(s.find("b-priority"), std::string::npos) << s;
+  EXPECT_NE(s.find("sacctmgr -i add qos c-priority Priority=20 "), std::string::npos) << s;
+  EXPECT_NE(s.find("sacctmgr -i add account team-a "), std::string::npos) << s;
+}
+
 TEST(SlurmJobs, WritesAccountsAppliesActionsAndReports) {
   const std::string root = std::filesystem::temp_directory_path() /
                            ("hf-slurm-jobs-" + std::to_string(::getpid()));
