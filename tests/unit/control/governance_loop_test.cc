@@ -579,6 +579,23 @@ TEST_F(GovernanceLoopTest, TwoClustersHeartbeatConcurrentlyAsIfAlone) {
   EXPECT_EQ(together[1], alone[1]);
 }
 
+// A deleted quota's held job is disowned, the answer is lost, and the quota comes back
+// before the next heartbeat: the job is governed again (still held, not released), its
+// running teammate counts as admitted, and it runs when quota frees up.
+TEST_F(GovernanceLoopTest, QuotaBackBeforeTheDisownIsAppliedGovernsTheJobAgain) {
+  Submit(1, "team-a", "training-priority", 3);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
+  Submit(2, "team-a", "training-priority", 1);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "hold"}}));
+  DeleteQuota("team-a");
+  EXPECT_EQ(Beat(/*lost=*/true), (std::map<uint64_t, std::string>{{2, "disown"}}));
+  Quota("team-a", 2);
+  EXPECT_TRUE(Beat().empty()) << last_.dump();
+  EXPECT_EQ(State(2), "PENDING");
+  slurm_.erase(1);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "release"}}));
+}
+
 TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
   Submit(1, "team-a", "training-priority", 1);
   Beat();
