@@ -286,6 +286,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
   const bool have_report = slurm_jobs != nullptr && slurm_jobs->is_object() &&
                            slurm_jobs->contains("jobs") && (*slurm_jobs)["jobs"].is_array();
   std::map<std::string, int64_t> instances;
+  bool partitions_changed = false;  // partition -> type derived anew in this heartbeat
   if (have_report) {
     // The store's nodes are read again only when the cluster's revision moved (it moves
     // with every write of its nodes).
@@ -314,6 +315,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
                                  ? *partitions_it
                                  : empty;
     if (nodes_changed || partitions != st.partitions) {
+      partitions_changed = true;
       st.partition_type.clear();
       st.partition_problem.clear();
       st.instances.clear();
@@ -456,7 +458,11 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
         // The job's owner may change a pending job's account, QOS, partitions or node count
         // (scontrol update), also after its release; a reused id is another job. The engine
         // must then decide it anew, or Slurm runs a request the engine never admitted.
-        if (job.spec.team == account && job.spec.count == nodes &&
+        // A job whose partitions had no type (nodes not known yet, mixed types) is looked
+        // at again when the partition map changed.
+        const bool partition_problem = job.spec.instance_type.empty() && !job.problem.empty();
+        if (!(partitions_changed && partition_problem) && job.spec.team == account &&
+            job.spec.count == nodes &&
             job.spec.submit_time_ms == submit_ms &&
             job.spec.priority_class == ReportRef(r, "qos") &&
             job.partition == ReportRef(r, "partition")) {

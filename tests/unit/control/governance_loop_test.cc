@@ -596,6 +596,35 @@ TEST_F(GovernanceLoopTest, QuotaBackBeforeTheDisownIsAppliedGovernsTheJobAgain) 
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "release"}}));
 }
 
+// A job submitted to a partition whose nodes the store does not know yet (an instance group
+// still joining) cannot be decided; once they are known it must be, not stay held forever.
+TEST_F(GovernanceLoopTest, JobOfAPartitionWhoseNodesJoinLaterIsDecidedThen) {
+  Submit(1, "team-a", "training-priority", 1);
+  json report = Report();
+  report["jobs"][0]["partition"] = "late";
+  report["partitions"]["late"] = {"x1"};
+  json out = loop_->onHeartbeat("c1", &report);
+  EXPECT_EQ(out.value("slurm_job_actions", json::array()),
+            json::parse(R"([{"job": 1, "action": "hold"}])"));
+  auto why = loop_->why("c1", 1);
+  ASSERT_TRUE(why.ok());
+  EXPECT_NE(why->dump().find("no node of the cluster"), std::string::npos) << why->dump();
+  report["jobs"][0]["reason"] = "JobHeldAdmin";
+  report["jobs"][0]["mark"] = "hyperfleet-held";
+  store::WriteBatch b;
+  model::Node n;
+  n.cluster_id = "c1";
+  n.instance_id = "i-00000000000000009";
+  n.group = "late";
+  n.instance_type = "ml.g5.8xlarge";
+  n.hostname = "x1";
+  b.nodes.push_back({n});
+  ASSERT_TRUE(store_->commit(b).ok());
+  out = loop_->onHeartbeat("c1", &report);
+  EXPECT_EQ(out.value("slurm_job_actions", json::array()),
+            json::parse(R"([{"job": 1, "action": "release"}])"));
+}
+
 TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
   Submit(1, "team-a", "training-priority", 1);
   Beat();
