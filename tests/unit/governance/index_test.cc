@@ -166,6 +166,13 @@ class StressOps {
     } else {
       ReshapePolicy();
     }
+    if (!live_.empty()) {
+      // Explain reads the classes' head keys and queue positions.
+      auto why = e_.Explain(live_[Pick(live_.size())]);
+      if (!why.ok()) return why.status();
+      if (why->jobs_ahead < 0 || why->first_ahead.size() > 10)
+        return absl::InternalError("Explain: bad queue position");
+    }
     return e_.CheckConsistency();
   }
 
