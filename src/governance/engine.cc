@@ -253,14 +253,17 @@ struct alignas(64) TeamFlavor {
 // Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
 // fraction so that equal shares compare equal. Zero-weight borrowers rank above everyone
 // and compare among themselves by the unweighted share (Kueue v0.19 CompareDRS).
+// A GCC/Clang extension: __extension__ keeps -Wpedantic quiet about it.
+__extension__ typedef __int128 Int128;
+
 struct Share {
   int inf = 0;
   int64_t num = 0;
-  __int128 den = 1;
+  Int128 den = 1;
   static int Cmp(const Share& a, const Share& b) {
     if (a.inf != b.inf) return a.inf < b.inf ? -1 : 1;
-    const __int128 l = static_cast<__int128>(a.num) * b.den;
-    const __int128 r = static_cast<__int128>(b.num) * a.den;
+    const Int128 l = static_cast<Int128>(a.num) * b.den;
+    const Int128 r = static_cast<Int128>(b.num) * a.den;
     return l < r ? -1 : l > r ? 1 : 0;
   }
   bool operator<(const Share& o) const { return Cmp(*this, o) < 0; }
