@@ -65,15 +65,6 @@ enum class Mark : uint8_t {
   kHeld,      ///< ours, and an administrator's hold (set with priority 0 in one update)
 };
 
-Mark MarkOf(const json& r) {
-  auto it = r.find("mark");
-  if (it == r.end() || !it->is_string()) return Mark::kNone;
-  const auto& m = it->get_ref<const std::string&>();
-  return m == "hyperfleet-held" ? Mark::kHeld
-         : m == "hyperfleet-governed" ? Mark::kGoverned
-                                      : Mark::kNone;
-}
-
 /// The stored configuration of one cluster, in engine terms.
 struct Config {
   gov::SchedulerPolicy policy;
@@ -237,24 +228,45 @@ StatusOr<Config> LoadConfig(store::Store& store, const model::InstanceCatalog& c
   return c;
 }
 
-// A member of an agent's report: a string, or "" when missing or of another type (a
-// malformed report must not fail the whole heartbeat).
-std::string ReportString(const json& r, const char* key) {
-  auto it = r.find(key);
-  return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+// One job entry of an agent's report, its members read in one pass (the hot path: every
+// governed job, every second). Strings are "" and numbers their default when missing or of
+// another type; the references point into the report.
+struct ReportedJob {
+  const json* id = nullptr;
+  const std::string* account;
+  const std::string* state;
+  const std::string* reason;
+  const std::string* qos;
+  const std::string* partition;
+  Mark mark = Mark::kNone;
+  double nodes = 1.0;
+  double submit_time = 0.0;
+};
 
-// The same without a copy (the hot path of a heartbeat).
-const std::string& ReportRef(const json& r, const char* key) {
+ReportedJob ReadReportedJob(const json& r) {
   static const std::string kNone;
-  auto it = r.find(key);
-  return it != r.end() && it->is_string() ? it->get_ref<const std::string&>() : kNone;
-}
-
-// A numeric member of an agent's report, `fallback` when missing or not a number.
-double ReportNumber(const json& r, const char* key, double fallback) {
-  auto it = r.find(key);
-  return it != r.end() && it->is_number() ? it->get<double>() : fallback;
+  ReportedJob j{nullptr, &kNone, &kNone, &kNone, &kNone, &kNone};
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      if (key == "account") j.account = &s;
+      else if (key == "state") j.state = &s;
+      else if (key == "reason") j.reason = &s;
+      else if (key == "qos") j.qos = &s;
+      else if (key == "partition") j.partition = &s;
+      else if (key == "mark")
+        j.mark = s == "hyperfleet-held"       ? Mark::kHeld
+                 : s == "hyperfleet-governed" ? Mark::kGoverned
+                                              : Mark::kNone;
+    } else if (v.is_number()) {
+      if (key == "id") j.id = &v;
+      else if (key == "nodes") j.nodes = v.get<double>();
+      else if (key == "submit_time") j.submit_time = v.get<double>();
+    }
+  }
+  return j;
 }
 
 }  // namespace
@@ -432,13 +444,13 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
     size_t listed = 0;  // known jobs this report lists
     for (const auto& r : (*slurm_jobs)["jobs"]) {
       if (!r.is_object()) continue;
-      auto id_it = r.find("id");
-      if (id_it == r.end() || !id_it->is_number_unsigned()) continue;
-      const uint64_t id = id_it->get<uint64_t>();
-      const std::string& account = ReportRef(r, "account");
-      const std::string& state = ReportRef(r, "state");
-      const std::string& reason = ReportRef(r, "reason");
-      const Mark mark = MarkOf(r);
+      const ReportedJob rj = ReadReportedJob(r);
+      if (rj.id == nullptr || !rj.id->is_number_unsigned()) continue;
+      const uint64_t id = rj.id->get<uint64_t>();
+      const std::string& account = *rj.account;
+      const std::string& state = *rj.state;
+      const std::string& reason = *rj.reason;
+      const Mark mark = rj.mark;
       if (!teams.count(account)) {
         // Held by us for an account that is no longer governed: Slurm schedules it alone
         // now. Other holds are an operator's (or the user's own) and stay.
@@ -450,10 +462,10 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       ClusterState::Job& job = it->second;
       if (job.seen != report) ++listed;
       // Out-of-range counts saturate (and never fit) instead of wrapping to a small gang.
-      const int32_t nodes = static_cast<int32_t>(
-          std::clamp(ReportNumber(r, "nodes", 1.0), 1.0, double(INT32_MAX)));
-      const int64_t submit_ms = static_cast<int64_t>(
-          std::clamp(ReportNumber(r, "submit_time", 0.0), 0.0, 1e12) * 1000);
+      const int32_t nodes =
+          static_cast<int32_t>(std::clamp(rj.nodes, 1.0, double(INT32_MAX)));
+      const int64_t submit_ms =
+          static_cast<int64_t>(std::clamp(rj.submit_time, 0.0, 1e12) * 1000);
       if (!fresh) {
         // The job's owner may change a pending job's account, QOS, partitions or node count
         // (scontrol update), also after its release; a reused id is another job. The engine
@@ -464,8 +476,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
         if (!(partitions_changed && partition_problem) && job.spec.team == account &&
             job.spec.count == nodes &&
             job.spec.submit_time_ms == submit_ms &&
-            job.spec.priority_class == ReportRef(r, "qos") &&
-            job.partition == ReportRef(r, "partition")) {
+            job.spec.priority_class == *rj.qos && job.partition == *rj.partition) {
           job.seen = report;
           if (job.mark == mark && job.state == state && job.reason == reason) {
             continue;  // unchanged: the common case
@@ -487,12 +498,12 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       job.reason = reason;
       job.phase = phase;
       job.mark = mark;
-      job.partition = ReportString(r, "partition");
+      job.partition = *rj.partition;
       job.spec.id = id;
       job.spec.team = account;
       // The QOS names the class: the engine takes "<class>-priority" or "<class>"; the agent
       // reports Slurm's default QOS ("normal") as none.
-      job.spec.priority_class = ReportString(r, "qos");
+      job.spec.priority_class = *rj.qos;
       job.spec.submit_time_ms = submit_ms;
       job.spec.count = nodes;
       // A job submitted to several partitions may run in any: they must share one type.
