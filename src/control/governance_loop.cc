@@ -469,13 +469,14 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       if (!fresh) {
         // The job's owner may change a pending job's account, QOS, partitions or node count
         // (scontrol update), also after its release; a reused id is another job. The engine
-        // must then decide it anew, or Slurm runs a request the engine never admitted.
+        // must then decide it anew, or Slurm runs a request the engine never admitted. The
+        // submit time is no sign of change: Slurm resets it when it requeues a job (a
+        // preemption's requeuehold), and a victim keeps its place in the queue.
         // A job whose partitions had no type (nodes not known yet, mixed types) is looked
         // at again when the partition map changed.
         const bool partition_problem = job.spec.instance_type.empty() && !job.problem.empty();
         if (!(partitions_changed && partition_problem) && job.spec.team == account &&
             job.spec.count == nodes &&
-            job.spec.submit_time_ms == submit_ms &&
             job.spec.priority_class == *rj.qos && job.partition == *rj.partition) {
           job.seen = report;
           if (job.mark == mark && job.state == state && job.reason == reason) {

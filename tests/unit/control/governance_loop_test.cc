@@ -453,7 +453,7 @@ TEST_F(GovernanceLoopTest, ChangedRequestOfAKnownJobIsDecidedAnew) {
   slurm_[3].account = "team-b";
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{3, "release"}}));
 
-  // An id Slurm reuses for another job (submitted later, larger) is a new request too.
+  // An id Slurm reuses for another job (larger) is a new request too.
   slurm_.erase(3);
   Submit(4, "team-b", "training-priority", 1);
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{4, "release"}}));
@@ -462,7 +462,6 @@ TEST_F(GovernanceLoopTest, ChangedRequestOfAKnownJobIsDecidedAnew) {
   reused.state = "PENDING";
   reused.reason = "JobHeldUser";
   slurm_[4] = reused;
-  submit_offset_[4] = 500;
   // Its 2 nodes are team-b's nominal quota: it reclaims the node team-a's job 2 borrows (the
   // old 1-node job, still admitted, would only have been released).
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{2, "requeuehold"}, {4, "release"}}));
@@ -623,6 +622,20 @@ TEST_F(GovernanceLoopTest, JobOfAPartitionWhoseNodesJoinLaterIsDecidedThen) {
   out = loop_->onHeartbeat("c1", &report);
   EXPECT_EQ(out.value("slurm_job_actions", json::array()),
             json::parse(R"([{"job": 1, "action": "release"}])"));
+}
+
+// Slurm resets a job's submit time when it requeues it: a preempted job keeps its place in
+// its team's queue (it is not a new request), ahead of a teammate submitted after it.
+TEST_F(GovernanceLoopTest, RequeuedVictimKeepsItsPlaceThoughSlurmResetsItsSubmitTime) {
+  Submit(1, "team-a", "training-priority", 3);  // 2 nominal + 1 borrowed
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
+  Submit(2, "team-b", "training-priority", 2);  // B reclaims its node
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "requeuehold"}, {2, "release"}}));
+  submit_offset_[1] = 100;  // batch_requeue_fini: submit_time = now
+  Submit(3, "team-a", "training-priority", 3);  // waits like job 1
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "hold"}, {3, "hold"}}));
+  slurm_.erase(2);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
 }
 
 TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
