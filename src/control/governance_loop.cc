@@ -466,6 +466,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
           static_cast<int32_t>(std::clamp(rj.nodes, 1.0, double(INT32_MAX)));
       const int64_t submit_ms =
           static_cast<int64_t>(std::clamp(rj.submit_time, 0.0, 1e12) * 1000);
+      int64_t queued_ms = submit_ms;  // its place in the queue
       if (!fresh) {
         // The job's owner may change a pending job's account, QOS, partitions or node count
         // (scontrol update), also after its release; a reused id is another job. The engine
@@ -491,6 +492,8 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
         }
         if (job.in_engine) (void)st.engine->Remove(id);
         st.discordant.erase(id);
+        // It keeps its place (scontrol update keeps the submit time; a requeue resets it).
+        queued_ms = job.spec.submit_time_ms;
         job = ClusterState::Job{};
       }
       const SlurmPhase phase = PhaseOf(state, reason);
@@ -505,7 +508,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
       // The QOS names the class: the engine takes "<class>-priority" or "<class>"; the agent
       // reports Slurm's default QOS ("normal") as none.
       job.spec.priority_class = *rj.qos;
-      job.spec.submit_time_ms = submit_ms;
+      job.spec.submit_time_ms = queued_ms;
       job.spec.count = nodes;
       // A job submitted to several partitions may run in any: they must share one type.
       std::set<std::string> types;

@@ -103,6 +103,7 @@ class GovernanceLoopTest : public ::testing::Test {
   };
   std::map<uint64_t, J> slurm_;
   std::map<uint64_t, double> submit_offset_;  ///< seconds added to a job's submit time
+  std::map<uint64_t, std::string> partition_;  ///< a job's partitions if not "workers"
 
   /// As job_submit.lua holds it: priority 0, which Slurm 22.05 takes as the user's hold.
   void Submit(uint64_t id, const std::string& team, const std::string& qos, int nodes) {
@@ -113,7 +114,8 @@ class GovernanceLoopTest : public ::testing::Test {
   json Report() const {
     json jobs = json::array();
     for (const auto& [id, j] : slurm_) {
-      jobs.push_back({{"id", id}, {"account", j.account}, {"qos", j.qos}, {"partition", "workers"},
+      jobs.push_back({{"id", id}, {"account", j.account}, {"qos", j.qos},
+                      {"partition", partition_.count(id) ? partition_.at(id) : "workers"},
                       {"nodes", j.nodes}, {"state", j.state}, {"reason", j.reason},
                       {"submit_time", 1767225600.0 + static_cast<double>(id) +
                                           (submit_offset_.count(id) ? submit_offset_.at(id) : 0)}});
@@ -633,6 +635,25 @@ TEST_F(GovernanceLoopTest, RequeuedVictimKeepsItsPlaceThoughSlurmResetsItsSubmit
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "requeuehold"}, {2, "release"}}));
   submit_offset_[1] = 100;  // batch_requeue_fini: submit_time = now
   Submit(3, "team-a", "training-priority", 3);  // waits like job 1
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "hold"}, {3, "hold"}}));
+  slurm_.erase(2);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
+}
+
+// A job submitted to two partitions is listed with both while pending and with the one it
+// runs in while running: after its requeue the list differs again. Decided anew, it keeps
+// its place in the queue all the same.
+TEST_F(GovernanceLoopTest, RequeuedMultiPartitionVictimKeepsItsPlace) {
+  Submit(1, "team-a", "training-priority", 3);
+  partition_[1] = "workers,dev";
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
+  partition_[1] = "workers";  // running there
+  EXPECT_TRUE(Beat().empty()) << last_.dump();
+  Submit(2, "team-b", "training-priority", 2);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "requeuehold"}, {2, "release"}}));
+  partition_[1] = "workers,dev";
+  submit_offset_[1] = 100;
+  Submit(3, "team-a", "training-priority", 3);
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "hold"}, {3, "hold"}}));
   slurm_.erase(2);
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
