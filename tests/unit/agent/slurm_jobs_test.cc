@@ -22,6 +22,20 @@ namespace {
 
 using nlohmann::json;
 
+// Polls `done` under `mu` until it holds (true) or `deadline` passes (false): the agent's
+// thread changes what `done` reads under the same mutex.
+bool WaitUnder(std::mutex& mu, std::chrono::steady_clock::time_point deadline,
+               const std::function<bool()>& done) {
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard l(mu);
+      if (done()) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
 TEST(ParseSlurmJobs, KeepsGovernedJobsAndPartitions) {
   const std::string text =
       "12|team-a|training-priority|workers|3|PENDING|2026-01-01T00:00:05|(null)|JobHeldUser\n"
@@ -247,16 +261,7 @@ TEST(SlurmJobs, MarksTheHeldJobsOfAccountsThatLeft) {
   {
     SlurmJobs jobs(o, clock);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    auto wait = [&](const std::function<bool()>& done) {
-      while (std::chrono::steady_clock::now() < deadline) {
-        {
-          std::lock_guard l(mu);
-          if (done()) return true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      return false;
-    };
+    auto wait = [&](const std::function<bool()>& done) { return WaitUnder(mu, deadline, done); };
     jobs.onResponse(json::parse(R"({"governance": {"accounts": ["team-a", "team-b"], "qos": []}})"));
     ASSERT_TRUE(wait([&] {
       std::ifstream in(root + std::string(kGovernedAccountsPath));
@@ -305,16 +310,7 @@ TEST(SlurmJobs, QueriesWithoutAccountsWhileMarkedHeldJobsRemain) {
   SystemClock clock;
   SlurmJobs jobs(o, clock);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  auto wait = [&](const std::function<bool()>& done) {
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        std::lock_guard l(mu);
-        if (done()) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return false;
-  };
+  auto wait = [&](const std::function<bool()>& done) { return WaitUnder(mu, deadline, done); };
   // Reported while held, for as many rounds as it stays so (more than kMarkedQueries).
   int until = 0;
   ASSERT_TRUE(wait([&] { return queries >= 10; }));

@@ -24,25 +24,32 @@ using nlohmann::json;
 
 class GovernanceLoopTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto s = store::OpenSqliteStore(":memory:");
-    ASSERT_TRUE(s.ok());
-    store_ = std::move(*s);
-    store::WriteBatch b;
+  // A cluster `id` with four ml.g5.8xlarge workers w1..w4 in group "workers", instance ids
+  // `instance_prefix` + 1..4.
+  static void AddCluster(store::WriteBatch& b, const std::string& id, const std::string& name,
+                         const std::string& instance_prefix) {
     model::Cluster c;
-    c.id = "c1";
-    c.name = "gov";
-    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/c1";
+    c.id = id;
+    c.name = name;
+    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/" + id;
     b.clusters.push_back({c});
     for (int i = 1; i <= 4; ++i) {
       model::Node n;
-      n.cluster_id = "c1";
-      n.instance_id = "i-0000000000000000" + std::to_string(i);
+      n.cluster_id = id;
+      n.instance_id = instance_prefix + std::to_string(i);
       n.group = "workers";
       n.instance_type = "ml.g5.8xlarge";
       n.hostname = "w" + std::to_string(i);
       b.nodes.push_back({n});
     }
+  }
+
+  void SetUp() override {
+    auto s = store::OpenSqliteStore(":memory:");
+    ASSERT_TRUE(s.ok());
+    store_ = std::move(*s);
+    store::WriteBatch b;
+    AddCluster(b, "c1", "gov", "i-0000000000000000");
     auto committed = store_->commit(b);
     ASSERT_TRUE(committed.ok()) << committed.status();
     Policy();
@@ -475,20 +482,7 @@ TEST_F(GovernanceLoopTest, ChangedRequestOfAKnownJobIsDecidedAnew) {
 TEST_F(GovernanceLoopTest, TwoClustersHeartbeatConcurrentlyAsIfAlone) {
   {
     store::WriteBatch b;
-    model::Cluster c;
-    c.id = "c2";
-    c.name = "gov2";
-    c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/c2";
-    b.clusters.push_back({c});
-    for (int i = 1; i <= 4; ++i) {
-      model::Node n;
-      n.cluster_id = "c2";
-      n.instance_id = "i-1000000000000000" + std::to_string(i);
-      n.group = "workers";
-      n.instance_type = "ml.g5.8xlarge";
-      n.hostname = "w" + std::to_string(i);
-      b.nodes.push_back({n});
-    }
+    AddCluster(b, "c2", "gov2", "i-1000000000000000");
     for (const auto* kind :
          {model::governance_kind::kComputeQuota, model::governance_kind::kSchedulerConfig}) {
       auto resources = store_->schedulerResources(kind, "c1");  // the same policy and quotas
