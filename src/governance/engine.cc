@@ -170,10 +170,8 @@ using Queue = std::set<uint32_t, QCmp>;
 // The pending workloads of one team and type with the same priority class and request:
 // they are interchangeable for every admission and preemption decision (Kueue's
 // equivalence hashing), so when the first fails the others are not tried in that pass.
+// Its class, priority and request are in the BucketInfo at `slot`.
 struct Bucket {
-  uint8_t cls = kNoClass;
-  int32_t prio = 0;
-  uint32_t shape = 0;
   Queue q;
   uint32_t slot = 0;         // index in its TeamFlavor's buckets / info
   Bucket(const std::vector<Wl>* wls) : q(QCmp{wls}) {}
@@ -539,20 +537,13 @@ struct Engine::Impl {
     if (!in_round) {
       for (size_t i = 0; i < x.info.size(); ++i) {
         if (x.info[i].size == 0) {
-          Bucket& b = *x.buckets[i];
-          b.cls = cls;
-          b.prio = prio;
-          b.shape = shape;
           x.info[i] = BucketInfo{shape, prio, 0, cls, false};
-          return b;
+          return *x.buckets[i];
         }
       }
     }
     x.buckets.push_back(std::make_unique<Bucket>(&wls));
     Bucket& b = *x.buckets.back();
-    b.cls = cls;
-    b.prio = prio;
-    b.shape = shape;
     b.slot = static_cast<uint32_t>(x.info.size());
     x.info.push_back(BucketInfo{shape, prio, 0, cls, false});
     return b;
@@ -2257,30 +2248,28 @@ Status Engine::CheckConsistency() const {
                              bi.head_ts != m.wls[*b.q.begin()].ts ||
                              bi.head_evicted_cycle != m.wls[*b.q.begin()].evicted_cycle))
           return bad(where, ": bucket head keys are stale");
-        if (b.slot != a || bi.size != b.q.size() ||
-            (!b.q.empty() && (bi.shape != b.shape || bi.prio != b.prio || bi.cls != b.cls)))
+        if (b.slot != a || bi.size != b.q.size())
           return bad(where, ": bucket info differs from its bucket");
         if (b.q.empty()) continue;
-        const int32_t prio = b.cls == kNoClass ? 0 : m.class_weight[b.cls];
-        if (b.prio != prio) return bad(where, ": bucket priority is stale");
+        const int32_t prio = bi.cls == kNoClass ? 0 : m.class_weight[bi.cls];
+        if (bi.prio != prio) return bad(where, ": bucket priority is stale");
         for (size_t c = a + 1; c < x.buckets.size(); ++c)
-          if (!x.buckets[c]->q.empty() && x.buckets[c]->cls == b.cls &&
-              x.buckets[c]->shape == b.shape)
+          if (x.info[c].size > 0 && x.info[c].cls == bi.cls && x.info[c].shape == bi.shape)
             return bad(where, ": two buckets for one class and request");
         for (uint32_t wi : b.q) {
           const Wl& w = m.wls[wi];
           if (w.state != WlState::kPending || w.team != ti || w.flavor != f ||
-              w.cls != b.cls || w.shape != b.shape || w.prio != b.prio)
+              w.cls != bi.cls || w.shape != bi.shape || w.prio != bi.prio)
             return bad(where, ": workload ", w.id, " is in the wrong bucket");
           ++n;
         }
-        const Resources& req = m.shapes[b.shape];
+        const Resources& req = m.shapes[bi.shape];
         if (!any) {
           min_req = req;
-          max_prio = b.prio;
+          max_prio = bi.prio;
         }
         for (int r = 0; r < kNumResources; ++r) min_req[r] = std::min(min_req[r], req[r]);
-        max_prio = std::max(max_prio, b.prio);
+        max_prio = std::max(max_prio, bi.prio);
         any = true;
       }
       if (n != x.npending) return bad(where, ": ", x.npending, " pending counted, ", n, " queued");
