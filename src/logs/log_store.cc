@@ -342,8 +342,10 @@ class SqliteLogStore final : public LogStore {
     HF_ASSIGN_OR_RETURN(int64_t gid, groupId(r.db(), group));
     // Bind parameters are numbered as they are added.
     std::vector<std::variant<int64_t, std::string>> params;
-    auto param = [&](std::variant<int64_t, std::string> v) {
-      params.push_back(std::move(v));
+    // The value is built in place in the vector: moving a variant temporary that holds an
+    // int64_t made GCC 12 warn that the (inactive) string member may be read uninitialised.
+    auto param = [&](auto&& v) {
+      params.emplace_back(std::forward<decltype(v)>(v));
       return absl::StrCat("?", params.size());
     };
     std::string sql = absl::StrCat(
