@@ -34,7 +34,10 @@ What it does:
      type) a guaranteed partition (partition QOS capped at nominal) and an opportunistic
      one (preempted by requeue) over the type's nodes: partition-priority preemption is
      reclaim. The daemons run under argv[0] "slurmctld" / "slurmd" (see
-     SlurmCluster.start). Jobs above nominal + borrow limit are not submitted.
+     SlurmCluster.start). Jobs above nominal + borrow limit are not submitted. The trace's
+     quota events (upserts, Disabled, deletions) are replayed at their compressed instants
+     as `sacctmgr modify` of the same caps and fair share (SlurmCluster.apply_quota); jobs
+     left pending above their team's final caps are cancelled once the submissions end.
   5. Measures: `sdiag` every 10 s (main and backfill cycle times, queue length), slurmctld
      CPU seconds and RSS from /proc/<pid>/stat and status, per-job submit/start/end from
      jobcomp/filetxt (gov: also peak usage against every cap, from the same records); then
@@ -68,6 +71,7 @@ CLIENTS = ["sbatch", "scancel", "squeue", "sinfo", "sdiag", "scontrol"]
 SHORT = {"ml.p5.48xlarge": "p5", "ml.p4d.24xlarge": "p4d", "ml.trn1.32xlarge": "trn1",
          "ml.c5.24xlarge": "c5"}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+QUOTA_EVENTS = ("upsert_quota", "remove_quota")
 
 
 def log(msg):
@@ -149,6 +153,23 @@ class SlurmCluster:
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         self.nodes = []  # (node name, port)
         self.limits = self.gov_limits() if profile == "gov" else {}
+        # Gov: what is enforced now. A team whose quota is Disabled or deleted keeps its
+        # accounts and partitions (self.limits, so its jobs still queue) with every cap 0.
+        self.active = {q["team"]: q.get("active", True) for q in self.quotas}
+        self.fairshare = {q["team"]: max(1, q["fair_share_weight"]) for q in self.quotas}
+        self.caps = {}     # QOS or sub-account name -> vCPU cap in force
+        self.cap_log = {}  # the same names -> [(wall time, cap)], from the setup on
+        self.quota_lock = threading.Lock()
+        for (team, _t), lim in self.limits.items():
+            for name, cap in self.effective_caps(lim, self.active[team]).items():
+                self.caps[name] = cap
+                self.cap_log[name] = [(0.0, cap)]
+
+    @staticmethod
+    def effective_caps(lim, active):
+        """{QOS or sub-account name: vCPU cap} of one gov_limits() entry; all 0 when the
+        team's quota is not active (Disabled or deleted): it then admits nothing."""
+        return {v[0]: (v[1] if active else 0) for v in lim.values()}
 
     def gov_limits(self):
         """{(team, instance type): {"account": (name, vCPU cap), "g": (partition, vCPU cap),
@@ -159,33 +180,40 @@ class SlurmCluster:
         0 unless LendAndBorrow); a guaranteed partition capped at the nominal quota and,
         when the borrow limit is above 0, an opportunistic one capped at nominal + borrow
         limit, so that a job of up to nominal + borrow limit can run, preemptably. Caps are
-        vCPU, which stands for the accelerator share (see write_config).
+        vCPU, which stands for the accelerator share (see write_config). The partitions'
+        QOS have the partition's name.
         """
-        types = {t["name"]: t for t in self.cluster["types"]}
         out = {}
         for q in self.quotas:
-            team = q["team"]
-            for res in q["resources"]:
-                t = types[res["instance_type"]]
-                short = SHORT.get(t["name"], t["name"].split(".")[1])
-                nodes = res.get("count")
-                if nodes is None:
-                    nodes = res.get("accelerators", 0) / max(1, t["accelerators"])
-                nominal = int(nodes * t["vcpus"])
-                borrow = 0
-                if q["strategy"] == "LendAndBorrow":
-                    borrow = nominal * q["borrow_limit_percent"] // 100
-                    for a in q.get("absolute_borrow_limits", []):
-                        if a["instance_type"] == t["name"] and a.get("count") is not None:
-                            borrow = min(borrow, int(a["count"] * t["vcpus"]))
-                if nominal + borrow <= 0:
-                    continue
-                lim = {"account": (f"{team}-{short}", nominal + borrow)}
-                if nominal > 0:
-                    lim["g"] = (f"{short}-g-{team}", nominal)
-                if borrow > 0:
-                    lim["o"] = (f"{short}-o-{team}", nominal + borrow)
-                out[(team, t["name"])] = lim
+            out.update(self.quota_limits(q))
+        return out
+
+    def quota_limits(self, q):
+        """gov_limits() of one team's quota (a trace "quota" or "upsert_quota" record)."""
+        types = {t["name"]: t for t in self.cluster["types"]}
+        out = {}
+        team = q["team"]
+        for res in q["resources"]:
+            t = types[res["instance_type"]]
+            short = SHORT.get(t["name"], t["name"].split(".")[1])
+            nodes = res.get("count")
+            if nodes is None:
+                nodes = res.get("accelerators", 0) / max(1, t["accelerators"])
+            nominal = int(nodes * t["vcpus"])
+            borrow = 0
+            if q["strategy"] == "LendAndBorrow":
+                borrow = nominal * q["borrow_limit_percent"] // 100
+                for a in q.get("absolute_borrow_limits", []):
+                    if a["instance_type"] == t["name"] and a.get("count") is not None:
+                        borrow = min(borrow, int(a["count"] * t["vcpus"]))
+            if nominal + borrow <= 0:
+                continue
+            lim = {"account": (f"{team}-{short}", nominal + borrow)}
+            if nominal > 0:
+                lim["g"] = (f"{short}-g-{team}", nominal)
+            if borrow > 0:
+                lim["o"] = (f"{short}-o-{team}", nominal + borrow)
+            out[(team, t["name"])] = lim
         return out
 
     # --- configuration -------------------------------------------------------------------
@@ -409,21 +437,91 @@ class SlurmCluster:
         for lim in self.limits.values():
             for tier in ("g", "o"):
                 if tier in lim:
-                    cmds.append(["add", "qos", lim[tier][0], f"grptres=cpu={lim[tier][1]}"])
+                    part = lim[tier][0]
+                    cmds.append(["add", "qos", part, f"grptres=cpu={self.caps[part]}"])
         qos = ",".join(["normal"] + [c["name"] for c in classes])
         for q in self.quotas:
             cmds.append(["add", "account", q["team"], "cluster=hfsbs",
-                         f"fairshare={max(1, q['fair_share_weight'])}"])
+                         f"fairshare={self.fairshare[q['team']]}"])
         for (team, _t), lim in sorted(self.limits.items()):
-            acct, cap = lim["account"]
+            acct = lim["account"][0]
             cmds.append(["add", "account", acct, f"parent={team}", "cluster=hfsbs",
-                         "fairshare=1", f"grptres=cpu={cap}"])
+                         "fairshare=1", f"grptres=cpu={self.caps[acct]}"])
             cmds.append(["add", "user", "root", f"account={acct}", "cluster=hfsbs",
                          f"qos={qos}", "defaultqos=normal"])
         for c in cmds:
             r = self.run(["sacctmgr", "-i"] + c, check=False)
             if r.returncode != 0 and "Nothing new added" not in r.stdout + r.stderr:
                 raise RuntimeError(f"sacctmgr {' '.join(c)}: {r.stdout} {r.stderr}")
+
+    def apply_quota(self, ev):
+        """Replays one trace quota event (kind "upsert_quota" or "remove_quota") on Slurm-Gov.
+
+        The same limits as the setup makes for the team (quota_limits), as `sacctmgr -i
+        modify` of what changed: the partition QOS' and sub-accounts' GrpTRES=cpu (grouped,
+        one call per kind and value) and the team account's fairshare. A Disabled or
+        deleted quota sets all of the team's caps to 0; its partitions and accounts stay, so
+        its queued jobs wait and it can come back. Partitions or sub-accounts the setup did
+        not create (a new team or instance type, a borrow limit from 0) are not created:
+        they are returned in "skipped". Returns {"calls": sacctmgr calls, "skipped": [...]}.
+        Raises RuntimeError when a sacctmgr call fails. Call from one thread at a time."""
+        team = ev["team"]
+        if ev["kind"] == "remove_quota":
+            new = {k: v for k, v in self.limits.items() if k[0] == team}
+            active, fs = False, self.fairshare.get(team)
+        else:
+            new = self.quota_limits(ev)
+            active, fs = ev.get("active", True), max(1, ev["fair_share_weight"])
+        target, kind = {}, {}
+        skipped = [name for key, lim in new.items() for tier, (name, _c) in lim.items()
+                   if tier not in self.limits.get(key, {})]
+        for key in [k for k in self.limits if k[0] == team]:
+            old, lim = self.limits[key], new.get(key, {})
+            for tier, (name, _cap) in old.items():
+                kind[name] = "account" if tier == "account" else "qos"
+                target[name] = lim[tier][1] if active and tier in lim else 0
+            # Amounts as if active (sbatch_argv routes by them); a part gone from the quota
+            # keeps its name with amount 0.
+            self.limits[key] = {tier: (name, lim[tier][1] if tier in lim else 0)
+                                for tier, (name, _c) in old.items()}
+        groups = {}
+        for name, cap in target.items():
+            if self.caps.get(name) != cap:
+                groups.setdefault((kind[name], cap), []).append(name)
+        cmds = []
+        for (k, cap), names in sorted(groups.items()):
+            cmds.append(["modify", k, "where", "name=" + ",".join(sorted(names))]
+                        + (["cluster=hfsbs"] if k == "account" else [])
+                        + ["set", f"grptres=cpu={cap}"])
+        if fs is not None and team in self.fairshare and fs != self.fairshare[team]:
+            cmds.append(["modify", "account", "where", f"name={team}", "cluster=hfsbs", "set",
+                         f"fairshare={fs}"])
+        for c in cmds:
+            r = self.run(["sacctmgr", "-i"] + c, check=False)
+            if r.returncode != 0 and "Nothing modified" not in r.stdout + r.stderr:
+                raise RuntimeError(f"sacctmgr {' '.join(c)}: {r.stdout} {r.stderr}")
+        now = time.time()
+        with self.quota_lock:
+            for name, cap in target.items():
+                if self.caps.get(name) != cap:
+                    self.caps[name] = cap
+                    self.cap_log[name].append((now, cap))
+        if team in self.active:
+            self.active[team] = active
+        if fs is not None and team in self.fairshare:
+            self.fairshare[team] = fs
+        return {"calls": len(cmds), "skipped": skipped}
+
+    def runnable(self, job, cluster_types):
+        """Whether a trace submit fits the caps in force now (gov): some partition of its
+        team and type and the team's sub-account for the type can hold it."""
+        lim = self.limits.get((job["team"], job["type"]))
+        if not lim:
+            return False
+        need = job_cpus(job, cluster_types)
+        with self.quota_lock:
+            return self.caps.get(lim["account"][0], 0) >= need and any(
+                self.caps.get(lim[t][0], 0) >= need for t in ("g", "o") if t in lim)
 
     def _wait(self, cond, timeout, what):
         deadline = time.monotonic() + timeout
@@ -627,6 +725,29 @@ def replay(slurm, trace, compression, workers, max_wall_s, profile="fifo"):
     rejected = []
     over_cap = []        # gov: trace ids above every cap of their team (never submitted)
     lock = threading.Lock()
+    qstats = {"applied": 0, "calls": 0, "failed": [], "skipped": set(), "apply_s": [],
+              "lateness_s": []}
+    # One thread: quota events apply in trace order, and never hold up the sbatch workers.
+    qpool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+
+    def apply_quota(ev, due):
+        t = time.monotonic()
+        try:
+            res = slurm.apply_quota(ev)
+        except Exception as e:  # counted, and the replay goes on
+            with lock:
+                qstats["failed"].append((ev["kind"], ev["team"], str(e)[:200]))
+            return
+        done = time.monotonic()
+        with lock:
+            qstats["applied"] += 1
+            qstats["calls"] += res["calls"]
+            qstats["skipped"].update(res["skipped"])
+            qstats["apply_s"].append(done - t)
+            qstats["lateness_s"].append(done - due)
+
+    def quota(ev, due):
+        qpool.submit(apply_quota, ev, due)
 
     def submit(job, due):
         argv = sbatch_argv(job, compression, cluster_types, profile, slurm.limits)
@@ -652,22 +773,38 @@ def replay(slurm, trace, compression, workers, max_wall_s, profile="fifo"):
     t0_wall = time.time()
     cancels = 0
     try:
-        _submit_all(trace, pool, jobs, submit, cancel, t0, compression, max_wall_s, prio)
+        _submit_all(trace, pool, jobs, submit, cancel, t0, compression, max_wall_s, prio,
+                    quota if profile == "gov" else None)
         cancels = sum(1 for ev in trace["events"] if ev["kind"] == "cancel" and ev["id"] in jobs)
     except BaseException:
-        # Ctrl-C / SIGTERM: no more sbatch after the daemons stop.
+        # Ctrl-C / SIGTERM: no more sbatch or sacctmgr after the daemons stop.
         pool.shutdown(wait=False, cancel_futures=True)
+        qpool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    return {"t0_wall": t0_wall, "submit_wall_s": time.monotonic() - t0,
-            "submitted": sum(1 for f in jobs.values() if f.result()),
-            "rejected": rejected, "over_cap": len(over_cap), "cancels": cancels,
-            "lateness_s": dist(lateness)}
+    qpool.shutdown(wait=True)
+    out = {"t0_wall": t0_wall, "submit_wall_s": time.monotonic() - t0,
+           "submitted": sum(1 for f in jobs.values() if f.result()),
+           "rejected": rejected, "over_cap": len(over_cap), "cancels": cancels,
+           "lateness_s": dist(lateness)}
+    if profile == "gov":
+        out["quota_events"] = {
+            "in_trace": sum(1 for ev in trace["events"] if ev["kind"] in QUOTA_EVENTS),
+            "applied": qstats["applied"], "sacctmgr_calls": qstats["calls"],
+            "failed": len(qstats["failed"]), "failed_examples": qstats["failed"][:5],
+            "skipped_parts": sorted(qstats["skipped"]),
+            "apply_s": dist(qstats["apply_s"]), "apply_s_total": sum(qstats["apply_s"]),
+            "lateness_s": dist(qstats["lateness_s"])}
+    return out
 
 
-def _submit_all(trace, pool, jobs, submit, cancel, t0, compression, max_wall_s, prio):
-    """Queues each trace event on `pool` at its compressed instant."""
+def _submit_all(trace, pool, jobs, submit, cancel, t0, compression, max_wall_s, prio,
+                quota=None):
+    """Queues each trace event on `pool` at its compressed instant; quota events go to
+    `quota(event, due)` (skipped when it is None)."""
     for ev in trace["events"]:
+        if ev["kind"] in QUOTA_EVENTS and quota is None:
+            continue
         due = t0 + ev["t_ms"] / 1000.0 / compression
         now = time.monotonic()
         if due > now:
@@ -680,6 +817,8 @@ def _submit_all(trace, pool, jobs, submit, cancel, t0, compression, max_wall_s, 
             jobs[ev["id"]] = pool.submit(submit, ev, due)
         elif ev["kind"] == "cancel" and ev["id"] in jobs:
             pool.submit(cancel, jobs[ev["id"]])
+        elif ev["kind"] in QUOTA_EVENTS:
+            quota(ev, due)
 
 
 def load_trace(path):
@@ -692,7 +831,7 @@ def load_trace(path):
                 trace["cluster"] = j
             elif k == "quota":
                 trace["quotas"].append(j)
-            elif k in ("submit", "cancel"):
+            elif k in ("submit", "cancel") or k in QUOTA_EVENTS:
                 trace["events"].append(j)
     return trace
 
@@ -802,18 +941,29 @@ def main():
             f"p99 {sub['lateness_s']['p99']:.2f} s; draining")
         deadline = time.monotonic() - sub["submit_wall_s"] + args.max_wall
         drained = False
-        never_fit = 0
+        never_fit = unrunnable = 0
+        submits = {f"j{e['id']}": e for e in trace["events"] if e["kind"] == "submit"}
+        types = {t["name"]: t for t in trace["cluster"]["types"]}
         while time.monotonic() < deadline:
-            r = slurm.run(["squeue", "-h", "-o", "%i %t %r"], check=False, timeout=60)
+            r = slurm.run(["squeue", "-h", "-o", "%i|%t|%r|%j"], check=False, timeout=60)
             if r.returncode == 0 and not r.stdout.strip():
                 drained = True
                 break
             # Gangs larger than their partition pend forever (Slurm's never-fit): end them.
-            stuck = [f.split()[0] for f in r.stdout.split("\n")
-                     if f.endswith(" PD PartitionNodeLimit")]
-            if stuck:
+            # Gov: so do jobs above their team's final caps (shrunk, Disabled or deleted).
+            stuck, capped = [], []
+            for f in (line.split("|") for line in r.stdout.split("\n")):
+                if len(f) < 4 or f[1] != "PD":
+                    continue
+                if f[2] == "PartitionNodeLimit":
+                    stuck.append(f[0])
+                elif (args.profile == "gov" and f[3] in submits
+                      and not slurm.runnable(submits[f[3]], types)):
+                    capped.append(f[0])
+            if stuck or capped:
                 never_fit += len(stuck)
-                slurm.run(["scancel"] + stuck, check=False, timeout=60)
+                unrunnable += len(capped)
+                slurm.run(["scancel"] + stuck + capped, check=False, timeout=60)
             time.sleep(2)
         end_wall = time.time()
         time.sleep(1)  # MinJobAge, and the last jobcomp records
@@ -826,6 +976,8 @@ def main():
                                   compression, drained, end_wall)
         result["slurm"]["db_cpu_s"] = db_cpu
         result["slurm"]["never_fit_cancelled"] = never_fit
+        if args.profile == "gov":
+            result["slurm"]["above_final_caps_cancelled"] = unrunnable
     finally:
         slurm.stop()
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
@@ -833,28 +985,45 @@ def main():
     report(result)
 
 
-def quota_check(recs, limits):
+def cap_in_window(log, lo, hi):
+    """The highest cap of a cap log ([(wall time, cap)], time-ordered, first at 0) in force
+    at any time of [lo, hi]."""
+    best = None
+    for t, cap in log:
+        if t <= lo:
+            best = cap
+        elif t <= hi:
+            best = cap if best is None else max(best, cap)
+    return best if best is not None else log[0][1]
+
+
+def quota_check(recs, limits, cap_log, slack_s=2.0):
     """Over-admission against Slurm-Gov's caps, from jobcomp records (1 s resolution).
 
     For every partition and sub-account of `limits` (SlurmCluster.gov_limits; the
-    sub-account is the (team, type) as a whole, cap nominal + borrow limit): the peak vCPUs of the runs that overlapped, and how many
-    run starts took usage above the cap. Ends are applied before starts of the same second;
-    runs that start and end within one second are left out. Returns
-    {"starts_over_cap": n, "teams_over_cap": n, "worst": [(key, peak, cap)]}."""
-    caps = {}
+    sub-account is the (team, type) as a whole, cap nominal + borrow limit): the peak vCPUs
+    of the runs that overlapped, and how many run starts took usage above the cap in force
+    at the start. Caps come from `cap_log` (SlurmCluster.cap_log, keyed by QOS or
+    sub-account name; quota events change them); near a change (± slack_s wall seconds,
+    the records' resolution plus the change's own time) the higher cap counts. Usage above
+    a lowered cap by runs that started before is not an excess (decreases never evict).
+    Ends are applied before starts of the same second; runs that start and end within one
+    second are left out. Returns {"starts_over_cap": n, "teams_over_cap": n,
+    "worst": [(key, peak, cap in force at the peak)]}."""
+    logs = {}
     part_key = {}
     for (team, tname), lim in limits.items():
         for tier in ("g", "o"):
             if tier in lim:
-                caps[lim[tier][0]] = lim[tier][1]
+                logs[lim[tier][0]] = cap_log[lim[tier][0]]
                 part_key[lim[tier][0]] = (team, tname)
-        caps[(team, tname)] = lim["account"][1]
+        logs[(team, tname)] = cap_log[lim["account"][0]]
     events = {}
     for rs in recs.values():
         for r in rs:
             part = r.get("Partition")
             st, en = epoch(r.get("StartTime")), epoch(r.get("EndTime"))
-            if part not in caps or r.get("NodeCnt", "0") == "0" or not st or not en or en <= st:
+            if part not in logs or r.get("NodeCnt", "0") == "0" or not st or not en or en <= st:
                 continue
             cpus = int(r.get("ProcCnt", "0") or 0)
             for key in (part, part_key[part]):
@@ -862,16 +1031,21 @@ def quota_check(recs, limits):
     over, teams_over, worst = 0, 0, []
     for key, evs in events.items():
         use = peak = n = 0
-        for _t, _kind, d in sorted(evs):
+        peak_cap = logs[key][0][1]
+        for t, _kind, d in sorted(evs):
             use += d
-            peak = max(peak, use)
-            if d > 0 and use > caps[key]:
+            if d <= 0:
+                continue
+            cap = cap_in_window(logs[key], t - slack_s, t + 1 + slack_s)
+            if use > cap:
                 n += 1
+            if use > peak:
+                peak, peak_cap = use, cap
         if isinstance(key, str):
             over += n
         elif n:
             teams_over += 1
-        worst.append((key if isinstance(key, str) else "/".join(key), peak, caps[key]))
+        worst.append((key if isinstance(key, str) else "/".join(key), peak, peak_cap))
     worst.sort(key=lambda w: w[1] / max(1, w[2]), reverse=True)
     return {"starts_over_cap": over, "teams_over_cap": teams_over, "worst": worst[:5]}
 
@@ -941,7 +1115,7 @@ def analyse(slurm, trace, sub, samples, ctld_cpu, slurmd_cpu, compression, drain
         "sdiag_samples": len(samples),
     }
     if slurm.limits:
-        out["quota"] = quota_check(recs, slurm.limits)
+        out["quota"] = quota_check(recs, slurm.limits, slurm.cap_log)
         out["over_cap_not_submitted"] = sub.get("over_cap", 0)
         out["preempted_runs"] = states.get("PREEMPTED", 0) + states.get("REQUEUED", 0)
     return out
@@ -1006,6 +1180,17 @@ def report(res):
               f"submitted; engine invariant violations {e.get('violations')}, "
               f"{e['preemptions']} preemptions, {e['never_fits']} never-fit")
         print(f"       highest peak/cap: {q.get('worst')}")
+        qe = s["submission"].get("quota_events", {})
+        if qe:
+            print(f"quota events: {qe['applied']} of {qe['in_trace']} applied "
+                  f"({qe['failed']} failed, {qe['sacctmgr_calls']} sacctmgr calls, "
+                  f"{qe['apply_s_total']:.1f} s in all); per event p50 "
+                  f"{qe['apply_s']['p50']:.2f} s max {qe['apply_s']['max']:.2f} s; done after "
+                  f"its instant p50 {qe['lateness_s']['p50']:.2f} s p99 "
+                  f"{qe['lateness_s']['p99']:.2f} s; parts not created: "
+                  f"{qe['skipped_parts'] or 'none'}; "
+                  f"{s.get('above_final_caps_cancelled', 0)} jobs pending above their "
+                  "team's final caps cancelled by the driver")
         print("Semantic gaps: Slurm cannot keep DontLend teams' idle nodes from other teams "
               "(only per-team reservations could); borrowing is capped per team "
               "(nominal x BorrowLimit %), not by the lendable idle pool of the cohort, and "
@@ -1017,8 +1202,9 @@ def report(res):
               "are absent; QOS priority + fair-share factor order the queue instead of "
               "per-team queues; Slurm places and backfills with the true runtime as --time; "
               "caps are vCPU standing for the instance share; 1 s time resolution "
-              "(= compression trace-seconds); quota churn and team deletion are not "
-              "replayed.")
+              "(= compression trace-seconds); quota events are replayed as cap changes, "
+              "but a Disabled or deleted team's running jobs keep running unpreemptable "
+              "in its guaranteed partition (the engine makes them reclaimable borrowers).")
         return
     print("Semantic gaps: Slurm-FIFO has no quotas, borrowing, fair share or preemption (the "
           "engine enforces nominal quotas + borrow limits, so it admits less at once); Slurm "
