@@ -287,14 +287,19 @@ std::string RenderEmulatedGpusDropIn(int gpus) {
   if (gpus <= 0) return "";
   std::vector<std::string> devices;
   for (int i = 0; i < gpus; ++i) devices.push_back(absl::StrCat("/dev/nvidia", i));
-  // systemd expands $VAR in command lines: $$ passes a literal $ to the shell.
+  // systemd expands $VAR in command lines: $$ passes a literal $ to the shell. A host with
+  // NVIDIA's driver (loaded: /proc/driver/nvidia; or installed, not loaded yet) makes the
+  // device files itself, maybe after slurmd starts: a link there would take the path of a
+  // real GPU. A container (a local node) sees its host's /proc/driver but none of its GPUs.
   return absl::StrCat(
       "# Written by the Hyperfleet control plane: this instance type has ", gpus,
       " NVIDIA GPU(s) and gres.conf names\n"
       "# them by their device files. Without NVIDIA's driver (a local node) they are links "
       "to /dev/null,\n# so slurmd registers the GPUs for scheduling (no GPU is usable).\n"
       "[Service]\n"
-      "ExecStartPre=/bin/sh -c 'test -e /dev/nvidiactl && exit 0; for d in ",
+      "ExecStartPre=/bin/sh -c 'test -e /dev/nvidiactl && exit 0; "
+      "if ! systemd-detect-virt -q -c; then test -e /proc/driver/nvidia && exit 0; "
+      "modinfo nvidia >/dev/null 2>&1 && exit 0; fi; for d in ",
       absl::StrJoin(devices, " "),
       "; do test -e \"$$d\" || ln -sfn /dev/null \"$$d\" || exit 1; done'\n");
 }
@@ -306,8 +311,14 @@ std::string RenderJobSubmitLua() {
 -- held at submission and runs once Hyperfleet's admission engine admits it. Other jobs pass
 -- unchanged. Slurm 22.05 counts a priority of 0 set here as the user's own hold; the job is
 -- marked (AdminComment, which users cannot set) so that the control plane knows it as its
--- own and turns the hold into an administrator's at once.
+-- own and turns the hold into an administrator's at once. Until then, slurm_job_modify
+-- keeps the user from releasing it.
 local GOVERNED = "/opt/slurm/etc/hyperfleet-governed-accounts"
+-- slurm.conf's SlurmUser: the agent runs scontrol as root, slurmctld's own updates run as it.
+local SLURM_USER = "slurm"
+-- ESLURM_JOB_HELD of Slurm 22.05 ("Job is in held state, pending scheduler release"), what
+-- scontrol prints for a refused release; job_submit/lua exports only a few error codes.
+local ESLURM_JOB_HELD = 2042
 
 local function governed(account)
   if account == nil or account == "" then return false end
@@ -323,19 +334,63 @@ local function governed(account)
   return false
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
-  if governed(job_desc.account) then
-    job_desc.priority = 0
-    if job_desc.admin_comment == nil or job_desc.admin_comment == "" then
-      job_desc.admin_comment = "hyperfleet-governed"
+-- SlurmUser's uid (from /etc/passwd; nil when it is not there).
+local function slurm_user_uid()
+  local f = io.open("/etc/passwd", "r")
+  if f == nil then return nil end
+  for line in f:lines() do
+    local name, uid = string.match(line, "^([^:]*):[^:]*:(%d+):")
+    if name == SLURM_USER then
+      f:close()
+      return tonumber(uid)
     end
-    slurm.log_info("hyperfleet: job of governed account %s held until admitted",
-                   job_desc.account)
   end
+  f:close()
+  return nil
+end
+
+-- Hyperfleet's marks: the job waits for the admission engine (agent/slurm_jobs.h).
+local function ours(admin_comment)
+  return admin_comment == "hyperfleet-governed" or admin_comment == "hyperfleet-held"
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if not governed(job_desc.account) then return slurm.SUCCESS end
+  -- The engine admits whole jobs: an array's tasks and a heterogeneous job's components
+  -- would each need an admission of their own, which the report cannot express.
+  if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
+    slurm.log_user("hyperfleet: job arrays are not supported for governed account %s; " ..
+                   "submit one job per task", job_desc.account)
+    return slurm.ERROR
+  end
+  if job_desc.het_job_offset ~= nil and job_desc.het_job_offset ~= slurm.NO_VAL then
+    slurm.log_user("hyperfleet: heterogeneous jobs are not supported for governed account " ..
+                   "%s; submit each component as a job of its own", job_desc.account)
+    return slurm.ERROR
+  end
+  job_desc.priority = 0
+  if job_desc.admin_comment == nil or job_desc.admin_comment == "" then
+    job_desc.admin_comment = "hyperfleet-governed"
+  end
+  slurm.log_info("hyperfleet: job of governed account %s held until admitted",
+                 job_desc.account)
   return slurm.SUCCESS
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  -- A job Hyperfleet holds runs once the engine admits it: a release (scontrol release asks
+  -- for priority INFINITE) or other priority of the held job comes from root or SlurmUser
+  -- only. Without this, a user could release job_submit's hold, which Slurm 22.05 counts as
+  -- the user's, before the control plane first sees the job. Slurm 22.05 drops log_user
+  -- messages of job_modify: the error code is what the user reads.
+  local priority = job_desc.priority
+  if priority ~= nil and priority ~= slurm.NO_VAL and priority ~= 0 and
+     job_rec.priority == 0 and ours(job_rec.admin_comment) and
+     modify_uid ~= 0 and modify_uid ~= slurm_user_uid() then
+    slurm.log_info("hyperfleet: uid %d may not release job %d: held until Hyperfleet admits it",
+                   modify_uid, job_rec.job_id)
+    return ESLURM_JOB_HELD
+  end
   return slurm.SUCCESS
 end
 

@@ -62,18 +62,25 @@ inline constexpr const char* kEmulatedGpusDropInPath =
     "/etc/systemd/system/slurmd.service.d/hyperfleet-gpus.conf";
 
 /// A systemd drop-in for slurmd on a node whose instance type has `gpus` NVIDIA GPUs: before
-/// slurmd starts, a node without NVIDIA's driver (no /dev/nvidiactl, e.g. a local node) gets
-/// /dev/nvidia0 .. /dev/nvidia<gpus-1> as symbolic links to /dev/null where they are missing,
-/// so the File= devices gres.conf names exist and slurmd registers gpu:<gpus> (GPUs emulated
-/// for scheduling only: a job sees CUDA_VISIBLE_DEVICES but no GPU). A node with the driver
-/// is left alone. Empty for `gpus` <= 0.
+/// slurmd starts, a node without NVIDIA's driver gets /dev/nvidia0 .. /dev/nvidia<gpus-1> as
+/// symbolic links to /dev/null where they are missing, so the File= devices gres.conf names
+/// exist and slurmd registers gpu:<gpus> (GPUs emulated for scheduling only: a job sees
+/// CUDA_VISIBLE_DEVICES but no GPU). Left alone: a node with /dev/nvidiactl, and a host (not
+/// a container: `systemd-detect-virt -c`) whose driver is loaded (/proc/driver/nvidia) or
+/// installed (`modinfo nvidia`), which makes its device files itself, maybe after slurmd
+/// starts. A local node is a container: it sees its host's /proc/driver, not its GPUs.
+/// Empty for `gpus` <= 0.
 std::string RenderEmulatedGpusDropIn(int gpus);
 
 /// /opt/slurm/etc/job_submit.lua of the controller (slurm.conf has JobSubmitPlugins=lua):
-/// holds (priority 0) every job whose account is listed in
-/// /opt/slurm/etc/hyperfleet-governed-accounts (one account per line; written by the
-/// controller's agent from the heartbeat's "governance"); other jobs pass. A missing list
-/// governs nothing. Task governance: docs/governance.md "On Slurm".
+/// holds (priority 0) and marks (AdminComment hyperfleet-governed, unless one was given)
+/// every job whose account is listed in /opt/slurm/etc/hyperfleet-governed-accounts (one
+/// account per line; written by the controller's agent from the heartbeat's "governance"),
+/// and refuses their array and heterogeneous jobs with a message to the user; other jobs
+/// pass. A missing list governs nothing. Its slurm_job_modify refuses a priority other than 0
+/// (a release) of a held job marked hyperfleet-governed or hyperfleet-held unless the caller
+/// is root or SlurmUser ("slurm"), with Slurm 22.05's ESLURM_JOB_HELD. Task governance:
+/// docs/governance.md "On Slurm".
 std::string RenderJobSubmitLua();
 
 }  // namespace hf::slurm

@@ -1,12 +1,16 @@
 // slurm.conf rendering: roles from the API or provisioning_parameters.json, HyperPod's dialect,
 // node resources from the instance catalog, partitions per worker group.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "hyperfleet/slurm/slurm_config.h"
 
 namespace hf::slurm {
@@ -198,19 +202,29 @@ TEST(SlurmConf, GresConfCountsEachGpuNode) {
       << *gres;
 }
 
-/// Runs the drop-in's ExecStartPre as systemd would (`$$` is a literal `$`) with /dev/
-/// replaced by `dev`; returns the shell's exit status.
-int RunDropIn(const std::string& drop_in, const std::string& dev) {
+/// Runs the drop-in's ExecStartPre as systemd would (`$$` is a literal `$`) with /dev/ and
+/// /proc/ under `root`, and `root`/bin first in PATH (stand-ins for systemd-detect-virt and
+/// modinfo); returns the shell's exit status.
+int RunDropIn(const std::string& drop_in, const std::string& root) {
   const std::string key = "ExecStartPre=";
   const auto at = drop_in.find(key);
   if (at == std::string::npos) return -1;
   std::string cmd = drop_in.substr(at + key.size());
   cmd = cmd.substr(0, cmd.find('\n'));
   for (size_t p; (p = cmd.find("$$")) != std::string::npos;) cmd.replace(p, 2, "$");
-  for (size_t p = 0; (p = cmd.find("/dev/", p)) != std::string::npos; p += dev.size() + 1) {
-    cmd.replace(p, 5, dev + "/");
+  for (const std::string dir : {"/dev/", "/proc/"}) {
+    for (size_t p = 0; (p = cmd.find(dir, p)) != std::string::npos; p += root.size() + 1) {
+      cmd.replace(p, 1, root + "/");
+    }
   }
-  return std::system(cmd.c_str());
+  return std::system(absl::StrCat("PATH='", root, "/bin':\"$PATH\" ", cmd).c_str());
+}
+
+/// Writes `root`/bin/`name`, a command that exits with `status`.
+void FakeCommand(const std::filesystem::path& root, const char* name, int status) {
+  const auto path = root / "bin" / name;
+  std::ofstream(path) << "#!/bin/sh\nexit " << status << "\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
 }
 
 TEST(SlurmConf, EmulatedGpusDropInLinksMissingDevicesOnlyWithoutTheDriver) {
@@ -221,23 +235,51 @@ TEST(SlurmConf, EmulatedGpusDropInLinksMissingDevicesOnlyWithoutTheDriver) {
   namespace fs = std::filesystem;
   std::string tmpl = (fs::temp_directory_path() / "hf-gpus-test-XXXXXX").string();
   ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-  const fs::path dev = tmpl;
+  const fs::path root = tmpl;
+  const fs::path dev = root / "dev";
+  for (const char* d : {"dev", "proc/driver", "bin"}) fs::create_directories(root / d);
+  // A host (not a container) without NVIDIA's driver, loaded or installed.
+  FakeCommand(root, "systemd-detect-virt", 1);
+  FakeCommand(root, "modinfo", 1);
+  auto linked = [&](const char* d) { return fs::is_symlink(dev / d); };
+  auto clear = [&] {
+    for (const char* d : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl"}) fs::remove(dev / d);
+    fs::remove(root / "proc/driver/nvidia");
+  };
   // No driver: the missing devices become links to null; an existing one stays.
   std::ofstream(dev / "nvidia1") << "real";
-  ASSERT_EQ(RunDropIn(drop_in, dev.string()), 0);
+  ASSERT_EQ(RunDropIn(drop_in, root.string()), 0);
   for (const char* d : {"nvidia0", "nvidia2"}) {
-    ASSERT_TRUE(fs::is_symlink(dev / d)) << d;
+    ASSERT_TRUE(linked(d)) << d;
     EXPECT_EQ(fs::read_symlink(dev / d), dev / "null") << d;
   }
-  EXPECT_FALSE(fs::is_symlink(dev / "nvidia1"));
+  EXPECT_FALSE(linked("nvidia1"));
   EXPECT_FALSE(fs::exists(dev / "nvidia3"));
-  EXPECT_EQ(RunDropIn(drop_in, dev.string()), 0);  // again at the next start: no change
-  // With the driver (nvidiactl): nothing is made.
-  for (const char* d : {"nvidia0", "nvidia1", "nvidia2"}) fs::remove(dev / d);
+  EXPECT_EQ(RunDropIn(drop_in, root.string()), 0);  // again at the next start: no change
+  // With the driver's device files (nvidiactl): nothing is made.
+  clear();
   std::ofstream(dev / "nvidiactl") << "driver";
-  ASSERT_EQ(RunDropIn(drop_in, dev.string()), 0);
-  EXPECT_FALSE(fs::exists(dev / "nvidia0") || fs::is_symlink(dev / "nvidia0"));
-  fs::remove_all(dev);
+  ASSERT_EQ(RunDropIn(drop_in, root.string()), 0);
+  EXPECT_FALSE(linked("nvidia0") || fs::exists(dev / "nvidia0"));
+  // The driver loaded, its device files not made yet (they appear when a program opens the
+  // GPUs): no link may take their place.
+  clear();
+  fs::create_directories(root / "proc/driver/nvidia");
+  ASSERT_EQ(RunDropIn(drop_in, root.string()), 0);
+  EXPECT_FALSE(linked("nvidia0") || fs::exists(dev / "nvidia0"));
+  // Installed, not loaded yet (modinfo finds the module): the same.
+  clear();
+  FakeCommand(root, "modinfo", 0);
+  ASSERT_EQ(RunDropIn(drop_in, root.string()), 0);
+  EXPECT_FALSE(linked("nvidia0") || fs::exists(dev / "nvidia0"));
+  // A container (a local node) on a host with the driver sees the host's /proc/driver and
+  // modules but no GPU device: emulated.
+  clear();
+  fs::create_directories(root / "proc/driver/nvidia");
+  FakeCommand(root, "systemd-detect-virt", 0);
+  ASSERT_EQ(RunDropIn(drop_in, root.string()), 0);
+  for (const char* d : {"nvidia0", "nvidia1", "nvidia2"}) EXPECT_TRUE(linked(d)) << d;
+  fs::remove_all(root);
 }
 
 TEST(SlurmConf, NoControllerAddressYetAndUnknownTypes) {
@@ -279,6 +321,123 @@ TEST(JobSubmitLua, HoldsGovernedAccountsOnly) {
   // The mark the governance loop and the agent know as Hyperfleet's (Mark::kGoverned).
   EXPECT_NE(lua.find("job_desc.admin_comment = \"hyperfleet-governed\""), std::string::npos);
   EXPECT_NE(lua.find("return slurm.SUCCESS\n"), std::string::npos);
+}
+
+/// Runs job_submit.lua, then `checks` (Lua that returns "" or what failed) in Lua 5.1, the
+/// interpreter Debian's job_submit_lua.so links, loaded at run time (Debian ships no lua5.1
+/// headers with Slurm). `harness` runs first: the stand-ins for Slurm's `slurm` table and
+/// io.open. Returns nullopt when liblua5.1 is not installed; a Lua error is the result.
+std::optional<std::string> RunLua(const std::string& harness, const std::string& script,
+                                  const std::string& checks) {
+  void* lib = ::dlopen("liblua5.1.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return std::nullopt;
+  using State = void;
+  auto newstate = reinterpret_cast<State* (*)()>(::dlsym(lib, "luaL_newstate"));
+  auto openlibs = reinterpret_cast<void (*)(State*)>(::dlsym(lib, "luaL_openlibs"));
+  auto loadbuffer = reinterpret_cast<int (*)(State*, const char*, size_t, const char*)>(
+      ::dlsym(lib, "luaL_loadbuffer"));
+  auto pcall = reinterpret_cast<int (*)(State*, int, int, int)>(::dlsym(lib, "lua_pcall"));
+  auto tolstring =
+      reinterpret_cast<const char* (*)(State*, int, size_t*)>(::dlsym(lib, "lua_tolstring"));
+  auto close = reinterpret_cast<void (*)(State*)>(::dlsym(lib, "lua_close"));
+  if (!newstate || !openlibs || !loadbuffer || !pcall || !tolstring || !close) {
+    ::dlclose(lib);
+    return "liblua5.1 lacks an entry point";
+  }
+  State* L = newstate();
+  openlibs(L);
+  std::string result;
+  for (const auto* chunk : {&harness, &script, &checks}) {
+    const bool last = chunk == &checks;
+    if (loadbuffer(L, chunk->data(), chunk->size(), "chunk") != 0 ||
+        pcall(L, 0, last ? 1 : 0, 0) != 0 || last) {
+      const char* s = tolstring(L, -1, nullptr);
+      result = s ? s : "(no string)";
+      break;
+    }
+  }
+  close(L);
+  ::dlclose(lib);
+  return result;
+}
+
+// Stand-ins for what job_submit/lua gives the script: the `slurm` table (log_user's messages
+// collected in user_msgs) and the two files it reads.
+constexpr char kLuaHarness[] = R"lua(
+local files = {
+  ["/opt/slurm/etc/hyperfleet-governed-accounts"] = "team-a\nteam-b\n",
+  ["/etc/passwd"] = "root:x:0:0:root:/root:/bin/bash\n" ..
+                    "slurm:x:64030:64030::/nonexistent:/usr/sbin/nologin\n" ..
+                    "hfuser:x:1000:1000::/home/hfuser:/bin/sh\n",
+}
+io.open = function(path, mode)
+  local content = files[path]
+  if content == nil then return nil end
+  return { lines = function(self) return string.gmatch(content, "([^\n]*)\n") end,
+           close = function(self) end }
+end
+user_msgs = {}
+slurm = { SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294,
+          log_user = function(fmt, ...) table.insert(user_msgs, string.format(fmt, ...)) end,
+          log_info = function(fmt, ...) string.format(fmt, ...) end }
+)lua";
+
+constexpr char kLuaChecks[] = R"lua(
+local NO_VAL, INFINITE, ESLURM_JOB_HELD = 4294967294, 4294967295, 2042
+local failed = {}
+local function expect(ok, what) if not ok then table.insert(failed, what) end end
+local function submit(d)
+  if d.het_job_offset == nil then d.het_job_offset = NO_VAL end
+  user_msgs = {}
+  return slurm_job_submit(d, {}, 1000), user_msgs[1] or ""
+end
+-- Held and marked: the governed accounts only; an administrator's AdminComment stays.
+local d = { account = "team-a" }
+local rc = submit(d)
+expect(rc == 0 and d.priority == 0 and d.admin_comment == "hyperfleet-governed", "governed")
+d = { account = "team-b", admin_comment = "ops" }
+submit(d)
+expect(d.priority == 0 and d.admin_comment == "ops", "administrator's comment")
+d = { account = "team-c" }
+rc = submit(d)
+expect(rc == 0 and d.priority == nil and d.admin_comment == nil, "ungoverned untouched")
+-- Arrays and heterogeneous jobs of governed accounts are refused, saying why.
+local msg
+rc, msg = submit({ account = "team-a", array_inx = "0-3" })
+expect(rc == slurm.ERROR and msg == "hyperfleet: job arrays are not supported for " ..
+       "governed account team-a; submit one job per task", "array: " .. msg)
+rc, msg = submit({ account = "team-a", het_job_offset = 0 })
+expect(rc == slurm.ERROR and string.find(msg, "heterogeneous jobs are not supported for " ..
+       "governed account team-a", 1, true) ~= nil, "het 0: " .. msg)
+rc = submit({ account = "team-a", het_job_offset = 1 })
+expect(rc == slurm.ERROR, "het 1")
+expect(submit({ account = "team-c", array_inx = "0-3" }) == 0, "ungoverned array")
+expect(submit({ account = "team-c", het_job_offset = 0 }) == 0, "ungoverned het")
+-- A held job with our mark: only root and SlurmUser release it or set its priority.
+local function modify(priority, rec_priority, comment, uid)
+  return slurm_job_modify({ priority = priority },
+                          { priority = rec_priority, admin_comment = comment, job_id = 7 },
+                          {}, uid)
+end
+for _, mark in ipairs({ "hyperfleet-governed", "hyperfleet-held" }) do
+  expect(modify(INFINITE, 0, mark, 1000) == ESLURM_JOB_HELD, "user release " .. mark)
+  expect(modify(5, 0, mark, 1000) == ESLURM_JOB_HELD, "user priority " .. mark)
+  expect(modify(INFINITE, 0, mark, 0) == 0, "root release " .. mark)
+  expect(modify(INFINITE, 0, mark, 64030) == 0, "SlurmUser release " .. mark)
+  expect(modify(0, 0, mark, 1000) == 0, "user hold " .. mark)
+  expect(modify(NO_VAL, 0, mark, 1000) == 0, "user's other update " .. mark)
+  expect(modify(INFINITE, 1000, mark, 1000) == 0, "user release, not held " .. mark)
+end
+expect(modify(INFINITE, 0, "hyperfleet-released", 1000) == 0, "disowned")
+expect(modify(INFINITE, 0, nil, 1000) == 0, "no mark")
+expect(modify(INFINITE, 0, "ops", 1000) == 0, "operator's comment")
+return table.concat(failed, "; ")
+)lua";
+
+TEST(JobSubmitLua, RunsAsSlurmWould) {
+  auto result = RunLua(kLuaHarness, RenderJobSubmitLua(), kLuaChecks);
+  if (!result) GTEST_SKIP() << "liblua5.1.so.0 is not installed (slurm-wlm-basic-plugins)";
+  EXPECT_EQ(*result, "");
 }
 
 }  // namespace
