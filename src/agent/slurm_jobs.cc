@@ -4,6 +4,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -54,53 +55,95 @@ bool HeldPending(const std::string& state, const std::string& reason) {
 }  // namespace
 
 std::string SlurmJobsQuery() {
-  // -O (not -o): only the long format has AdminComment. Width 0 prints a field whole.
-  return "squeue -h -a -O 'JobArrayID:0|,Account:0|,QOS:0|,Partition:0|,NumNodes:0|,"
-         "State:0|,SubmitTime:0|,admin_comment:0|,Reason:0' && echo '#partitions' && "
-         "sinfo -h -N -o '%N|%R'";
+  // -O (not -o): only the long format has AdminComment. Width 0 prints a field whole. An
+  // AdminComment is free text (an operator's may hold '|' or a newline): the fields are
+  // separated by \037 and each job ends with \036 before squeue's newline, characters no
+  // Slurm name and no sensible comment holds, and the comment comes last.
+  return "s=$(printf '\\037'); e=$(printf '\\036'); "
+         "squeue -h -a -O \"JobArrayID:0$s,Account:0$s,QOS:0$s,Partition:0$s,NumNodes:0$s,"
+         "MaxNodes:0$s,State:0$s,SubmitTime:0$s,Reason:0$s,admin_comment:0$e\" && "
+         "echo '#partitions' && sinfo -h -N -o '%N|%R'";
 }
 
 json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts) {
-  json jobs = json::array();
-  json partitions = json::object();
-  bool in_partitions = false;
-  std::istringstream lines{std::string(text)};
-  for (std::string line; std::getline(lines, line);) {
-    if (line == "#partitions") {
-      in_partitions = true;
-      continue;
+  constexpr char kField = '\037';
+  constexpr std::string_view kEnd = "\036\n";
+  // sinfo's part follows the last "#partitions" line (a comment cannot come after it).
+  size_t jobs_end = text.size();
+  size_t partitions_at = text.size();
+  if (text.substr(0, 12) == "#partitions\n") {
+    jobs_end = 0;
+    partitions_at = 12;
+  }
+  if (size_t m = text.rfind("\n#partitions\n"); m != std::string_view::npos) {
+    jobs_end = m + 1;
+    partitions_at = m + 13;
+  }
+  std::vector<std::vector<std::string>> rows;
+  const std::string_view job_text = text.substr(0, jobs_end);
+  for (size_t at = 0; at < job_text.size();) {
+    const size_t end = job_text.find(kEnd, at);
+    if (end == std::string_view::npos) break;  // no job ends there
+    std::string_view record = job_text.substr(at, end - at);
+    at = end + kEnd.size();
+    // Only the comment may hold a newline: a line before the record's first field is no
+    // part of it.
+    if (size_t nl = record.rfind('\n', record.find(kField)); nl != std::string_view::npos) {
+      record.remove_prefix(nl + 1);
     }
-    if (in_partitions) {
-      std::vector<std::string> f = absl::StrSplit(line, '|');
-      if (f.size() != 2) continue;
-      absl::StripAsciiWhitespace(&f[0]);
-      absl::StripAsciiWhitespace(&f[1]);
-      if (f[0].empty() || f[1].empty()) continue;
-      json& members = partitions[f[1]];
-      if (!members.is_array()) members = json::array();
-      members.push_back(f[0]);
-      continue;
-    }
-    // id|account|qos|partition|nodes|state|submit|admin comment|reason (the reason last: it
-    // may hold '|'; an operator's comment holding '|' shifts it, but is no mark either).
-    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('|', 8));
-    if (f.size() != 9) continue;
+    // id, account, qos, partition, nodes, max nodes, state, submit, reason, admin comment
+    // (last: whatever it holds stays in it).
+    std::vector<std::string> f = absl::StrSplit(absl::string_view(record.data(), record.size()),
+                                                absl::MaxSplits(kField, 9));
+    if (f.size() != 10) continue;
     for (auto& x : f) absl::StripAsciiWhitespace(&x);
+    rows.push_back(std::move(f));
+  }
+  json partitions = json::object();
+  std::map<std::string, std::vector<std::string>> members_of;
+  std::istringstream lines{std::string(text.substr(partitions_at))};
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> f = absl::StrSplit(line, '|');
+    if (f.size() != 2) continue;
+    absl::StripAsciiWhitespace(&f[0]);
+    absl::StripAsciiWhitespace(&f[1]);
+    if (f[0].empty() || f[1].empty()) continue;
+    json& members = partitions[f[1]];
+    if (!members.is_array()) members = json::array();
+    members.push_back(f[0]);
+    members_of[f[1]].push_back(f[0]);
+  }
+  json jobs = json::array();
+  for (const auto& f : rows) {
     uint64_t id = 0;
     int nodes = 0;
     if (!absl::SimpleAtoi(f[0], &id) || !absl::SimpleAtoi(f[4], &nodes)) continue;  // arrays
-    const std::string state = absl::AsciiStrToUpper(f[5]);
-    const bool marked = f[7] == kMarkGoverned || f[7] == kMarkHeld;
+    const std::string state = absl::AsciiStrToUpper(f[6]);
+    const std::string& comment = f[9];
+    const bool marked = comment == kMarkGoverned || comment == kMarkHeld;
     // A marked held job is reported whatever its account: if that left governance, the
     // control plane releases it (level-triggered: as long as Slurm still holds it).
     if (!accounts.count(f[1]) && !(marked && HeldPending(state, f[8]))) continue;
+    // A pending job of -N min-max shows its minimum (NumNodes) but Slurm gives it as many
+    // nodes of the range as it finds: the engine must admit the most it may take, which is
+    // no more than its partitions have. Started jobs show their own count in both.
+    int max_nodes = 0;
+    if (absl::SimpleAtoi(f[5], &max_nodes) && max_nodes > nodes) {
+      std::set<std::string> hosts;
+      for (const auto& p : absl::StrSplit(f[3], ',', absl::SkipEmpty())) {
+        if (auto m = members_of.find(std::string(p)); m != members_of.end()) {
+          hosts.insert(m->second.begin(), m->second.end());
+        }
+      }
+      nodes = std::max(nodes, std::min(max_nodes, static_cast<int>(hosts.size())));
+    }
     std::string qos = f[2];
     if (qos == "normal" || qos == "(null)" || qos == "N/A") qos.clear();
     json j = {{"id", id},          {"account", f[1]}, {"qos", qos},
               {"partition", f[3]}, {"nodes", nodes},  {"state", state},
-              {"submit_time", LocalEpochSeconds(f[6])},
+              {"submit_time", LocalEpochSeconds(f[7])},
               {"reason", f[8]}};
-    if (marked) j["mark"] = f[7];
+    if (marked) j["mark"] = comment;
     jobs.push_back(std::move(j));
   }
   return json{{"jobs", std::move(jobs)}, {"partitions", std::move(partitions)}};
@@ -147,8 +190,9 @@ std::string MarkUngovernedHeldJobsCommands(const std::set<std::string>& accounts
   if (names.empty()) return {};
   return absl::StrCat(
       "out=$(squeue -h -a -t PD -A ", absl::StrJoin(names, ","),
-      " -O 'JobArrayID:0|,admin_comment:0|,Reason:0') || exit 1\n"
-      "printf '%s\\n' \"$out\" | while IFS='|' read -r id mark reason; do\n"
+      " -O 'JobArrayID:0|,Reason:0|,admin_comment:0') || exit 1\n"
+      // The comment last: one holding '|' or a newline cannot pass for another job's line.
+      "printf '%s\\n' \"$out\" | while IFS='|' read -r id reason mark; do\n"
       "  case \"$id\" in ''|*[!0-9]*) continue ;; esac\n"
       "  [ \"$reason\" = JobHeldUser ] || continue\n"
       "  [ -z \"$mark\" ] || [ \"$mark\" = '(null)' ] || continue\n"

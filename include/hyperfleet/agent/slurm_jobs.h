@@ -39,18 +39,21 @@ inline constexpr char kMarkHeld[] = "hyperfleet-held";
 inline constexpr char kMarkReleased[] = "hyperfleet-released";
 
 /// The shell command whose output ParseSlurmJobs reads: every active job (`squeue -h -a -O`
-/// job id, account, QOS, partition, nodes, state, submit time, AdminComment, reason; '|'
-/// between), a "#partitions" line, then each node's partitions (`sinfo -h -N -o '%N|%R'`).
+/// job id, account, QOS, partition, nodes, max nodes, state, submit time, reason,
+/// AdminComment; \037 between fields, \036 and a newline after each job, so that an
+/// operator's comment holding '|' or newlines stays in its own job), a "#partitions" line,
+/// then each node's partitions (`sinfo -h -N -o '%N|%R'`).
 std::string SlurmJobsQuery();
 
 /// Parses SlurmJobsQuery() output into the heartbeat's "slurm_jobs":
 /// {"jobs": [{"id" (number), "account", "qos" ("" for none or "normal"), "partition",
-/// "nodes", "state" (squeue's long state, upper case), "submit_time" (epoch seconds; squeue
-/// prints the node's local time), "reason", "mark" (kMarkGoverned or kMarkHeld; absent when
-/// the AdminComment is neither)}], "partitions": {name: [node, ...]}}. Kept: the jobs of
-/// `accounts`, and the held pending jobs of any account that carry a mark (their account
-/// may have left governance: the control plane releases them). Array jobs and lines that do
-/// not parse are skipped.
+/// "nodes" (the most nodes Slurm may give it: for a pending `-N min-max` job the maximum,
+/// bounded by the nodes of its partitions, never below squeue's count), "state" (squeue's
+/// long state, upper case), "submit_time" (epoch seconds; squeue prints the node's local
+/// time), "reason", "mark" (kMarkGoverned or kMarkHeld; absent when the AdminComment is
+/// neither)}], "partitions": {name: [node, ...]}}. Kept: the jobs of `accounts`, and the held
+/// pending jobs of any account that carry a mark (their account may have left governance:
+/// the control plane releases them). Array jobs and records that do not parse are skipped.
 nlohmann::json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts);
 
 /// The root-shell script for the control plane's job actions

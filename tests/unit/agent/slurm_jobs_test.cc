@@ -36,14 +36,27 @@ bool WaitUnder(std::mutex& mu, std::chrono::steady_clock::time_point deadline,
   return false;
 }
 
+// One job as SlurmJobsQuery's squeue prints it: id, account, qos, partition, nodes, max
+// nodes, state, submit, reason, admin comment; \037 between, \036 and a newline after.
+std::string Row(const std::vector<std::string>& f) {
+  std::string out;
+  for (size_t i = 0; i < f.size(); ++i) out += (i ? "\037" : "") + f[i];
+  return out + "\036\n";
+}
+
 TEST(ParseSlurmJobs, KeepsGovernedJobsAndPartitions) {
   const std::string text =
-      "12|team-a|training-priority|workers|3|PENDING|2026-01-01T00:00:05|(null)|JobHeldUser\n"
-      "13|team-b|normal|workers,dev|2|RUNNING|2026-01-01T00:00:06|hyperfleet-held|None\n"
-      "14|other|normal|dev|1|RUNNING|2026-01-01T00:00:07|(null)|None\n"
-      "15_[1-3]|team-a|normal|dev|1|PENDING|2026-01-01T00:00:07|(null)|JobHeldUser\n"
-      "garbage\n"
-      "16|team-a|(null)|dev|1|PENDING|2026-01-01T00:00:07||Reason|with bar\n"
+      Row({"12", "team-a", "training-priority", "workers", "3", "3", "PENDING",
+           "2026-01-01T00:00:05", "JobHeldUser", "(null)"}) +
+      Row({"13", "team-b", "normal", "workers,dev", "2", "2", "RUNNING", "2026-01-01T00:00:06",
+           "None", "hyperfleet-held"}) +
+      Row({"14", "other", "normal", "dev", "1", "1", "RUNNING", "2026-01-01T00:00:07", "None",
+           "(null)"}) +
+      Row({"15_[1-3]", "team-a", "normal", "dev", "1", "1", "PENDING", "2026-01-01T00:00:07",
+           "JobHeldUser", "(null)"}) +
+      "garbage\n" +
+      Row({"16", "team-a", "(null)", "dev", "1", "1", "PENDING", "2026-01-01T00:00:07",
+           "Reason|with bar", ""}) +
       "#partitions\n"
       "ip-10-1-0-2|workers\n"
       "ip-10-1-0-2|dev\n"
@@ -63,27 +76,80 @@ TEST(ParseSlurmJobs, KeepsGovernedJobsAndPartitions) {
   EXPECT_EQ(out["jobs"][1]["qos"], "");  // "normal" is no class
   EXPECT_EQ(out["jobs"][1]["partition"], "workers,dev");
   EXPECT_EQ(out["jobs"][1]["mark"], "hyperfleet-held");
+  EXPECT_EQ(out["jobs"][2]["id"], 16);  // the garbage line before it is no part of it
   EXPECT_EQ(out["jobs"][2]["qos"], "");
   EXPECT_EQ(out["jobs"][2]["reason"], "Reason|with bar");
   EXPECT_EQ(out["partitions"]["workers"], json::array({"ip-10-1-0-2"}));
   EXPECT_EQ(out["partitions"]["dev"], json::array({"ip-10-1-0-2", "ip-10-1-0-3"}));
 }
 
+// An operator's AdminComment is free text: '|', the field separator, newlines, even lines
+// shaped like another job's or like the partitions header, stay in that job's comment (it is
+// no mark), and every job of the report is still there (a job missing from a report counts
+// as ended).
+TEST(ParseSlurmJobs, AnAdminCommentCannotBreakTheReport) {
+  const std::string text =
+      Row({"40", "team-a", "", "dev", "1", "1", "PENDING", "2026-01-01T00:00:05", "JobHeldAdmin",
+           "ops|hold\nsee ticket 7\n41|team-a|x"}) +
+      Row({"41", "team-a", "", "dev", "2", "2", "RUNNING", "2026-01-01T00:00:05", "None",
+           "a\037b\nhyperfleet-held"}) +
+      Row({"42", "team-a", "", "dev", "1", "1", "PENDING", "2026-01-01T00:00:05", "JobHeldUser",
+           "hyperfleet-governed"}) +
+      Row({"43", "team-a", "", "dev", "1", "1", "PENDING", "2026-01-01T00:00:05", "JobHeldAdmin",
+           "\n#partitions\nip-x|dev\n"}) +
+      "#partitions\nip-10-1-0-2|dev\n";
+  const json out = ParseSlurmJobs(text, {"team-a"});
+  std::vector<uint64_t> ids;
+  for (const auto& j : out["jobs"]) ids.push_back(j["id"].get<uint64_t>());
+  ASSERT_EQ(ids, (std::vector<uint64_t>{40, 41, 42, 43})) << out.dump();
+  EXPECT_FALSE(out["jobs"][0].contains("mark"));
+  EXPECT_EQ(out["jobs"][0]["reason"], "JobHeldAdmin");
+  EXPECT_EQ(out["jobs"][1]["nodes"], 2);
+  EXPECT_EQ(out["jobs"][1]["state"], "RUNNING");
+  EXPECT_FALSE(out["jobs"][1].contains("mark"));
+  EXPECT_EQ(out["jobs"][2]["mark"], "hyperfleet-governed");
+  EXPECT_EQ(out["partitions"], json::parse(R"({"dev": ["ip-10-1-0-2"]})"));
+}
+
+// -N min-max: squeue's NumNodes is the minimum while the job waits, but Slurm starts it on as
+// many nodes of the range as it finds; the report carries the most it may take, bounded by
+// its partitions' nodes, never less than NumNodes.
+TEST(ParseSlurmJobs, NodeRangesReportTheirMaximum) {
+  auto row = [](const char* id, const char* partition, const char* nodes, const char* max,
+                const char* state) {
+    return Row({id, "team-a", "", partition, nodes, max, state, "2026-01-01T00:00:05",
+                "JobHeldAdmin", ""});
+  };
+  const std::string text =
+      row("50", "workers", "1", "4", "PENDING") + row("51", "workers", "1", "100", "PENDING") +
+      row("52", "workers,dev", "2", "100", "PENDING") +
+      row("53", "nowhere", "3", "8", "PENDING") + row("54", "workers", "3", "3", "RUNNING") +
+      row("55", "workers", "2", "N/A", "PENDING") +
+      "#partitions\n"
+      "w1|workers\nw2|workers\nw3|workers\nw4|workers\nw5|workers\n"
+      "w1|dev\nw2|dev\nw3|dev\nw4|dev\nw5|dev\nlogin1|dev\n";
+  const json out = ParseSlurmJobs(text, {"team-a"});
+  std::vector<int> nodes;
+  for (const auto& j : out["jobs"]) nodes.push_back(j["nodes"].get<int>());
+  EXPECT_EQ(nodes, (std::vector<int>{4, 5, 6, 3, 3, 2})) << out.dump();
+}
+
 // Issue 6 leftover 1: a marked held job is reported whatever its account, so that the control
 // plane releases it once its account left governance; unmarked or unheld ones of other
 // accounts are not (an operator's hold is theirs).
 TEST(ParseSlurmJobs, ReportsMarkedHeldJobsOfAnyAccount) {
+  auto row = [](const char* id, const char* state, const char* reason, const char* comment) {
+    return Row({id, "gone", "", "workers", "1", "1", state, "2026-01-01T00:00:05", reason,
+                comment});
+  };
   const std::string text =
-      "20|gone|training-priority|workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-held|"
-      "JobHeldAdmin\n"
-      "21|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-governed|"
-      "job requeued in held state\n"
-      "22|gone||workers|1|REQUEUE_HOLD|2026-01-01T00:00:05|hyperfleet-governed|None\n"
-      "23|gone||workers|1|PENDING|2026-01-01T00:00:05|(null)|JobHeldAdmin\n"
-      "24|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-held|Priority\n"
-      "25|gone||workers|1|RUNNING|2026-01-01T00:00:05|hyperfleet-held|None\n"
-      "26|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-released|JobHeldAdmin\n"
-      "#partitions\n";
+      row("20", "PENDING", "JobHeldAdmin", "hyperfleet-held") +
+      row("21", "PENDING", "job requeued in held state", "hyperfleet-governed") +
+      row("22", "REQUEUE_HOLD", "None", "hyperfleet-governed") +
+      row("23", "PENDING", "JobHeldAdmin", "(null)") +
+      row("24", "PENDING", "Priority", "hyperfleet-held") +
+      row("25", "RUNNING", "None", "hyperfleet-held") +
+      row("26", "PENDING", "JobHeldAdmin", "hyperfleet-released") + "#partitions\n";
   const json out = ParseSlurmJobs(text, {"team-a"});
   std::vector<uint64_t> ids;
   for (const auto& j : out["jobs"]) ids.push_back(j["id"].get<uint64_t>());
@@ -92,10 +158,33 @@ TEST(ParseSlurmJobs, ReportsMarkedHeldJobsOfAnyAccount) {
   EXPECT_EQ(out["jobs"][1]["mark"], "hyperfleet-governed");
 }
 
-TEST(SlurmJobsQuery, ReadsTheAdminComment) {
+// The query itself on sh, with a fake squeue that prints its -O argument: the separators
+// reach squeue as the bytes ParseSlurmJobs splits on, the comment last.
+TEST(SlurmJobsQuery, ReadsTheAdminCommentLastBetweenSeparatorsNoCommentHolds) {
   const std::string q = SlurmJobsQuery();
-  EXPECT_NE(q.find("squeue -h -a -O 'JobArrayID:0|,"), std::string::npos) << q;
-  EXPECT_NE(q.find("admin_comment:0|,Reason:0'"), std::string::npos) << q;
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("hf-query-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream squeue(dir + "/squeue");
+    squeue << "#!/bin/sh\nfor a; do last=\"$a\"; done; printf '%s\\n' \"$last\"\n";
+    std::ofstream sinfo(dir + "/sinfo");
+    sinfo << "#!/bin/sh\necho 'w1|workers'\n";
+    std::ofstream script(dir + "/query.sh");
+    script << q << "\n";
+  }
+  for (const char* f : {"/squeue", "/sinfo"}) {
+    std::filesystem::permissions(dir + f, std::filesystem::perms::owner_all);
+  }
+  const std::string cmd = "PATH=" + dir + ":$PATH sh " + dir + "/query.sh > " + dir + "/out";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(dir + "/out");
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(out,
+            "JobArrayID:0\037,Account:0\037,QOS:0\037,Partition:0\037,NumNodes:0\037,"
+            "MaxNodes:0\037,State:0\037,SubmitTime:0\037,Reason:0\037,admin_comment:0\036\n"
+            "#partitions\nw1|workers\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SlurmJobActionCommands, OneGuardedLinePerValidAction) {
@@ -116,8 +205,8 @@ TEST(SlurmJobActionCommands, OneGuardedLinePerValidAction) {
 
 TEST(MarkUngovernedHeldJobsCommands, MarksUnmarkedUserHoldsOfTheAccounts) {
   const std::string s = MarkUngovernedHeldJobsCommands({"team-a", "team-b", "x;y"});
-  EXPECT_NE(s.find("squeue -h -a -t PD -A team-a,team-b -O 'JobArrayID:0|,admin_comment:0|,"
-                   "Reason:0') || exit 1"),
+  EXPECT_NE(s.find("squeue -h -a -t PD -A team-a,team-b -O 'JobArrayID:0|,Reason:0|,"
+                   "admin_comment:0') || exit 1"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("[ \"$reason\" = JobHeldUser ] || continue"), std::string::npos) << s;
@@ -135,9 +224,10 @@ TEST(MarkUngovernedHeldJobsCommands, RunsOnShell) {
   {
     std::ofstream squeue(dir + "/squeue");
     squeue << "#!/bin/sh\n"
-              "printf '%s\\n' '31|(null)|JobHeldUser' '32|hyperfleet-held|JobHeldAdmin' "
-              "'33|(null)|JobHeldAdmin' '34|ops note|JobHeldUser' '35_[1-2]|(null)|JobHeldUser' "
-              "'36||JobHeldUser'\n";
+              "printf '%s\\n' '31|JobHeldUser|(null)' '32|JobHeldAdmin|hyperfleet-held' "
+              "'33|JobHeldAdmin|(null)' '34|JobHeldUser|ops note' '35_[1-2]|JobHeldUser|(null)' "
+              "'36|JobHeldUser|' '37|JobHeldUser|ops|note' '38|JobHeldUser|line one' 'two|JobHeldUser|' "
+              "'39|JobHeldUser|(null)'\n";
     std::ofstream scontrol(dir + "/scontrol");
     scontrol << "#!/bin/sh\necho \"$@\" >> " << dir << "/calls\n";
   }
@@ -153,7 +243,8 @@ TEST(MarkUngovernedHeldJobsCommands, RunsOnShell) {
   std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(calls,
             "update JobId=31 AdminComment=hyperfleet-governed\n"
-            "update JobId=36 AdminComment=hyperfleet-governed\n");
+            "update JobId=36 AdminComment=hyperfleet-governed\n"
+            "update JobId=39 AdminComment=hyperfleet-governed\n");
   std::filesystem::remove_all(dir);
 }
 
@@ -198,8 +289,9 @@ TEST(SlurmJobs, WritesAccountsAppliesActionsAndReports) {
   o.root = root;
   o.interval = std::chrono::milliseconds(20);
   o.query = [] {
-    return std::optional<std::string>(
-        "7|team-a||workers|1|PENDING|2026-01-01T00:00:05|(null)|JobHeldUser\n#partitions\n");
+    return std::optional<std::string>(Row({"7", "team-a", "", "workers", "1", "1", "PENDING",
+                                            "2026-01-01T00:00:05", "JobHeldUser", "(null)"}) +
+                                       "#partitions\n");
   };
   o.run = [&](const std::string& s) {
     std::lock_guard l(mu);
@@ -298,8 +390,9 @@ TEST(SlurmJobs, QueriesWithoutAccountsWhileMarkedHeldJobsRemain) {
     std::lock_guard l(mu);
     ++queries;
     return std::optional<std::string>(
-        held ? "9|gone||workers|1|PENDING|2026-01-01T00:00:05|hyperfleet-held|JobHeldAdmin\n"
-               "#partitions\n"
+        held ? Row({"9", "gone", "", "workers", "1", "1", "PENDING", "2026-01-01T00:00:05",
+                    "JobHeldAdmin", "hyperfleet-held"}) +
+                   "#partitions\n"
              : "#partitions\n");
   };
   o.active = [&] {
