@@ -258,8 +258,16 @@ struct Share {
   int inf = 0;
   int64_t num = 0;
   Int128 den = 1;
+  double approx = 0;  // num / den, within a relative 1e-15 (set by Impl::ShareOf)
   static int Cmp(const Share& a, const Share& b) {
     if (a.inf != b.inf) return a.inf < b.inf ? -1 : 1;
+    // Shares that differ by more than the approximations' error are ordered by them (most
+    // comparisons in scans and heaps); close ones by exact 128-bit products.
+    const double d = a.approx - b.approx;
+    const double tol = 1e-12 * std::max(a.approx, b.approx);
+    if (d > tol) return 1;
+    if (d < -tol) return -1;
+    if (a.den == b.den) return a.num < b.num ? -1 : a.num > b.num ? 1 : 0;
     const Int128 l = static_cast<Int128>(a.num) * b.den;
     const Int128 r = static_cast<Int128>(b.num) * a.den;
     return l < r ? -1 : l > r ? 1 : 0;
@@ -389,6 +397,13 @@ struct Engine::Impl {
   // Adds `sign`·req to the team's usage; the part above the team's local quota moves the
   // cohort's usage, the part above nominal its borrowed total.
   void AddUsage(uint32_t ti, uint16_t f, const Resources& req, int sign) {
+    TrialUsage(ti, f, req, sign);
+    UpdateBorrower(ti);
+  }
+  // AddUsage without the borrower sets, for a victim search's trial steps: nothing reads
+  // the sets (or Team::share) during a search, and every team it touches either ends at
+  // its usage before the search or is evicted from through AddUsage, which re-keys it.
+  void TrialUsage(uint32_t ti, uint16_t f, const Resources& req, int sign) {
     Team& t = teams[ti];
     TeamFlavor& x = t.tf[f];
     Flavor& fl = flavors[f];
@@ -400,7 +415,6 @@ struct Engine::Impl {
       x.usage[r] = new_u;
     }
     ++t.version;
-    UpdateBorrower(ti);
   }
 
   const Resources& ReqOf(const Wl& w) const { return shapes[w.shape]; }
@@ -449,6 +463,7 @@ struct Engine::Impl {
       // Nothing lendable: any borrowing is an infinite share (ranked by amount).
       s.den = lendable_[r] > 0 ? lendable_[r] : 1;
       if (lendable_[r] <= 0) s.inf = 1;
+      s.approx = static_cast<double>(s.num) / static_cast<double>(s.den);
       if (best < s) best = s;
     }
     if (best.num == 0) return best;
@@ -456,6 +471,7 @@ struct Engine::Impl {
       best.inf += 1;
     } else {
       best.den *= t.weight;
+      best.approx = static_cast<double>(best.num) / static_cast<double>(best.den);
     }
     return best;
   }
@@ -1023,23 +1039,65 @@ struct Engine::Impl {
     PreemptionReason reason;
   };
 
-  // Workloads admitted in the running cycle are no in-team or fair-sharing victims in it
-  // (Kueue takes candidates from the snapshot at the cycle's start): otherwise a job that
-  // failed in one round would evict, in the next, one admitted in between, a restart from
-  // zero for nothing. Lender reclaim may still take them: it is never blocked by borrowers.
-  bool AdmittedThisCycle(uint32_t wi) const { return wls[wi].admit_seq > cycle_first_seq; }
+  // Workloads admitted in the running cycle (admit_seq > cycle_first_seq) are no in-team or
+  // fair-sharing victims in it (Kueue takes candidates from the snapshot at the cycle's
+  // start): otherwise a job that failed in one round would evict, in the next, one admitted
+  // in between, a restart from zero for nothing. Lender reclaim may still take them: it is
+  // never blocked by borrowers.
   int64_t cycle_first_seq = 0;  // admit_seq at the start of the running cycle
 
-  // Candidate order (Kueue CandidatesOrdering): other teams first, lower priority first,
-  // most recently admitted first, then id.
-  bool CandidateBefore(uint32_t a, uint32_t b, uint32_t own) const {
-    const Wl& x = wls[a];
-    const Wl& y = wls[b];
-    const bool xo = x.team == own, yo = y.team == own;
-    if (xo != yo) return !xo;
-    if (x.prio != y.prio) return x.prio < y.prio;
-    if (x.admit_seq != y.admit_seq) return x.admit_seq > y.admit_seq;
-    return x.id < y.id;
+  // A victim candidate, copied from the admitted keys so that ordering and filtering read no
+  // workload. Candidate order (Kueue CandidatesOrdering): other teams first, lower priority
+  // first, most recently admitted first (admit_seq is unique, so Kueue's last key, the id,
+  // never decides).
+  struct Cand {
+    int64_t admit_seq;
+    int32_t prio;
+    uint32_t wi;
+    uint32_t shape;
+    uint32_t team;
+    bool own;  // the preemptor's team
+  };
+  // Max-heap order: true when a is served after b.
+  static bool CandAfter(const Cand& a, const Cand& b) {
+    if (a.own != b.own) return a.own;
+    if (a.prio != b.prio) return a.prio > b.prio;
+    return a.admit_seq < b.admit_seq;
+  }
+  // Appends team ti's admitted workloads of f that `keep`(AdmittedKey) selects.
+  template <class Keep>
+  void AppendCands(uint32_t ti, uint16_t f, bool own, std::vector<Cand>& out, Keep&& keep) const {
+    const TeamFlavor& x = teams[ti].tf[f];
+    for (size_t k = 0; k < x.admitted.size(); ++k) {
+      const AdmittedKey& key = x.admitted_keys[k];
+      if (keep(key)) out.push_back({key.admit_seq, key.prio, x.admitted[k], key.shape, ti, own});
+    }
+  }
+  // Scratch space of TryPreempt and FairTargets (reused: a search allocates nothing once warm).
+  std::vector<Cand> scratch_same_, scratch_cands_;
+  std::vector<uint32_t> scratch_other_teams_, scratch_chosen_;
+  std::vector<PreemptionReason> scratch_reasons_;
+  std::vector<std::pair<uint32_t, uint64_t>> scratch_versions_;
+  std::vector<char> scratch_keep_;
+  struct FairTarget {
+    uint32_t team;
+    size_t begin = 0;
+    size_t left = 0;
+    bool s2_used = false;
+    bool loaded = true;  // candidates copied (other teams' are copied when first picked)
+  };
+  std::vector<FairTarget> scratch_targets_;
+
+  // Whether the team of borrower-set entry k may give victims to a job of team ti needing
+  // `req` on f: another team, with admitted workloads, borrowing on a resource the job needs
+  // (reclaimWithinCohort: Any); for a borrowing job under fair sharing (`by_share`) also
+  // holding a workload whose eviction leaves it at nominal (FairTargets).
+  bool IsTargetTeam(const ShareKey& k, uint32_t ti, uint16_t f, const Resources& req,
+                    bool by_share) const {
+    if (k.team == ti) return false;
+    const Team& u = teams[k.team];
+    if (u.tf[f].admitted.empty() || !BorrowingOn(u, f, req)) return false;
+    return !by_share || HasFairVictimSize(u, f, req);
   }
 
   // Searches a minimal set of admitted workloads whose eviction lets `wi` fit. On success
@@ -1058,105 +1116,107 @@ struct Engine::Impl {
       for (int r = 0; r < kNumResources; ++r)
         if (ReqOf(w)[r] > t.tf[f].nominal[r]) return false;
     }
-    std::vector<uint32_t> same;
-    if (t.preempt == PreemptTeamTasks::kLowerPriority) {
-      const TeamFlavor& x = t.tf[f];
-      for (size_t k = 0; k < x.admitted.size(); ++k)
-        if (x.admitted_keys[k].prio < w.prio && x.admitted_keys[k].admit_seq <= cycle_first_seq)
-          same.push_back(x.admitted[k]);
-    }
+    std::vector<Cand>& same = scratch_same_;
+    same.clear();
+    if (t.preempt == PreemptTeamTasks::kLowerPriority)
+      AppendCands(ti, f, true, same, [&](const AdmittedKey& k) {
+        return k.prio < w.prio && k.admit_seq <= cycle_first_seq;
+      });
     // Other teams' workloads are candidates only while their team borrows on a needed
     // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
     // ends up within its nominal quota (borrowWithinCohort: Never).
-    // Taken from the flavor's borrower set (by descending share): a borrowing preemptor
-    // under fair sharing only needs the teams whose share is at least its own with the
-    // request alone (see FairTargets), so the walk stops there.
-    std::vector<uint32_t> other_teams;
-    if (fair || within_nominal) {
-      const bool by_share = fair && !within_nominal;
-      const Share mine_floor = by_share ? ShareOf(t, f, ReqOf(w)) : Share{};
-      for (const ShareKey& k : flavors[f].borrowers) {
-        if (by_share && k.share < mine_floor) break;
-        if (k.team == ti) continue;
-        const Team& u = teams[k.team];
-        if (u.tf[f].admitted.empty() || !BorrowingOn(u, f, ReqOf(w))) continue;
-        if (by_share && !HasFairVictimSize(u, f, ReqOf(w))) continue;
-        other_teams.push_back(k.team);
-      }
-    }
-    if (same.empty() && other_teams.empty()) return false;
+    // They come from the flavor's borrower set (IsTargetTeam). Under fair sharing
+    // FairTargets walks the set itself, lazily and in its order (most searches end at the
+    // first teams); FairShare Disabled orders candidates across all target teams at once,
+    // so it lists them here.
+    const bool by_share = fair && !within_nominal;
+    const Share mine_floor = by_share ? ShareOf(t, f, ReqOf(w)) : Share{};
+    std::vector<uint32_t>& other_teams = scratch_other_teams_;
+    other_teams.clear();
+    if (!fair && within_nominal)
+      for (const ShareKey& k : flavors[f].borrowers)
+        if (IsTargetTeam(k, ti, f, ReqOf(w), false)) other_teams.push_back(k.team);
+    if (!fair && same.empty() && other_teams.empty()) return false;
     // Necessary room: available grows at most by what the victims free. Own lower-priority
-    // workloads free their usage; a fair-sharing target team at most its usage above
-    // nominal (a victim may not take it below), any other target at most its usage.
+    // workloads free their usage, any other target at most its usage (FairShare Disabled;
+    // under fair sharing only the cap below is checked).
     {
       const Resources& req = ReqOf(w);
       Resources room;
       for (int r = 0; r < kNumResources; ++r) room[r] = Available(t, f, r);
-      for (uint32_t ci : same)
-        for (int r = 0; r < kNumResources; ++r) room[r] += ReqOf(wls[ci])[r];
-      const bool fair_only = fair && !within_nominal;
+      for (const Cand& c : same)
+        for (int r = 0; r < kNumResources; ++r) room[r] += shapes[c.shape][r];
       for (uint32_t ui : other_teams) {
         const TeamFlavor& ux = teams[ui].tf[f];
-        for (int r = 0; r < kNumResources; ++r)
-          room[r] += fair_only ? Sat0(ux.usage[r] - ux.nominal[r]) : ux.usage[r];
+        for (int r = 0; r < kNumResources; ++r) room[r] += ux.usage[r];
       }
       Resources own_freed{};
-      for (uint32_t ci : same)
-        for (int r = 0; r < kNumResources; ++r) own_freed[r] += ReqOf(wls[ci])[r];
+      for (const Cand& c : same)
+        for (int r = 0; r < kNumResources; ++r) own_freed[r] += shapes[c.shape][r];
       const TeamFlavor& x = t.tf[f];
       for (int r = 0; r < kNumResources; ++r) {
         if (req[r] <= 0) continue;
-        if (req[r] > room[r]) return false;
+        if (!fair && req[r] > room[r]) return false;
         // Available never exceeds nominal + borrow limit − usage (see MayAdmit).
         if (req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + own_freed[r]) return false;
       }
     }
-    std::vector<uint32_t> chosen;
-    std::vector<PreemptionReason> reasons;
+    std::vector<uint32_t>& chosen = scratch_chosen_;
+    std::vector<PreemptionReason>& reasons = scratch_reasons_;
+    chosen.clear();
+    reasons.clear();
+    // Versions of the teams the search touches, restored when it fails: their usage is then
+    // as before, and streams keyed on the old version need no re-keying.
+    std::vector<std::pair<uint32_t, uint64_t>>& versions = scratch_versions_;
+    versions.clear();
     auto take = [&](uint32_t ci, PreemptionReason why) {
       const Wl& c = wls[ci];
-      AddUsage(c.team, c.flavor, ReqOf(c), -1);
+      if (std::none_of(versions.begin(), versions.end(),
+                       [&](const auto& v) { return v.first == c.team; }))
+        versions.emplace_back(c.team, teams[c.team].version);
+      TrialUsage(c.team, c.flavor, ReqOf(c), -1);
       chosen.push_back(ci);
       reasons.push_back(why);
     };
     auto undo_all = [&] {
-      for (uint32_t ci : chosen) AddUsage(wls[ci].team, wls[ci].flavor, ReqOf(wls[ci]), +1);
+      for (uint32_t ci : chosen) TrialUsage(wls[ci].team, wls[ci].flavor, ReqOf(wls[ci]), +1);
+      for (const auto& [ui, v] : versions) teams[ui].version = v;
     };
     bool fits = false;
     if (!fair) {
-      std::vector<uint32_t> cands = same;
+      std::vector<Cand>& cands = scratch_cands_;
+      cands.assign(same.begin(), same.end());
       for (uint32_t ui : other_teams)
-        for (uint32_t ci : teams[ui].tf[f].admitted) cands.push_back(ci);
+        AppendCands(ui, f, false, cands, [](const AdmittedKey&) { return true; });
       // A heap whose top is the first in CandidatesOrdering (few are usually taken).
-      auto after = [&](uint32_t a, uint32_t b) { return CandidateBefore(b, a, ti); };
-      std::make_heap(cands.begin(), cands.end(), after);
+      std::make_heap(cands.begin(), cands.end(), CandAfter);
       for (auto end = cands.end(); end != cands.begin(); --end) {
-        std::pop_heap(cands.begin(), end, after);
-        const uint32_t ci = *(end - 1);
-        const Wl& c = wls[ci];
-        if (c.team != ti && !BorrowingOn(teams[c.team], f, ReqOf(w))) continue;
-        take(ci, c.team == ti ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
+        std::pop_heap(cands.begin(), end, CandAfter);
+        const Cand& c = *(end - 1);
+        if (!c.own && !BorrowingOn(teams[c.team], f, ReqOf(w))) continue;
+        take(c.wi, c.own ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
         if (Fits(t, f, ReqOf(w))) {
           fits = true;
           break;
         }
       }
     } else {
-      fits = FairTargets(wi, within_nominal, same, other_teams, take);
+      fits = FairTargets(wi, within_nominal, mine_floor, same, take);
     }
     if (!fits) {
       undo_all();
       return false;
     }
     // Fill back: re-admit every victim but the last whose eviction turned out unnecessary.
-    std::vector<bool> keep(chosen.size(), true);
+    std::vector<char>& keep = scratch_keep_;
+    keep.assign(chosen.size(), 1);
     for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
       const Wl& c = wls[chosen[i]];
-      AddUsage(c.team, c.flavor, ReqOf(c), +1);
+      TrialUsage(c.team, c.flavor, ReqOf(c), +1);
       if (Fits(t, f, ReqOf(w))) {
-        keep[i] = false;
+        keep[i] = 0;
       } else {
-        AddUsage(c.team, c.flavor, ReqOf(c), -1);
+        TrialUsage(c.team, c.flavor, ReqOf(c), -1);
       }
     }
     // Fair-sharing victims must still be justified in the final state: the preemptor's
@@ -1174,12 +1234,13 @@ struct Engine::Impl {
     for (size_t i = 0; i < chosen.size(); ++i) {
       if (!keep[i] || reasons[i] != PreemptionReason::kFairSharing) continue;
       const Wl& c = wls[chosen[i]];
-      AddUsage(c.team, c.flavor, ReqOf(c), +1);
+      TrialUsage(c.team, c.flavor, ReqOf(c), +1);
       const bool ok = ShareOf(t, f, mine_delta) < ShareOf(teams[c.team], -1, Resources{});
-      AddUsage(c.team, c.flavor, ReqOf(c), -1);
+      TrialUsage(c.team, c.flavor, ReqOf(c), -1);
       if (!ok) {
         for (size_t k = 0; k < chosen.size(); ++k)
-          if (keep[k]) AddUsage(wls[chosen[k]].team, f, ReqOf(wls[chosen[k]]), +1);
+          if (keep[k]) TrialUsage(wls[chosen[k]].team, f, ReqOf(wls[chosen[k]]), +1);
+        for (const auto& [ui, v] : versions) teams[ui].version = v;
         return false;
       }
     }
@@ -1187,7 +1248,7 @@ struct Engine::Impl {
     for (size_t i = 0; i < chosen.size(); ++i) {
       if (!keep[i]) continue;
       const Wl& c = wls[chosen[i]];
-      AddUsage(c.team, c.flavor, ReqOf(c), +1);
+      TrialUsage(c.team, c.flavor, ReqOf(c), +1);
       Evict(chosen[i]);
       out.push_back({chosen[i], reasons[i]});
     }
@@ -1198,9 +1259,11 @@ struct Engine::Impl {
   // weighted share; the preemptor's own lower-priority workloads go unconditionally, other
   // teams' ones unconditionally when the preemptor stays within nominal (lender reclaim),
   // else by LessThanOrEqualToFinalShare, then LessThanInitialShare (one per team).
+  // `mine_floor` is the preemptor's team's share with the request alone (used when it
+  // borrows; see below).
   template <class Take>
-  bool FairTargets(uint32_t wi, bool within_nominal, std::vector<uint32_t>& same,
-                   const std::vector<uint32_t>& other_teams, Take&& take) {
+  bool FairTargets(uint32_t wi, bool within_nominal, const Share& mine_floor,
+                   std::vector<Cand>& same, Take&& take) {
     const Wl& w = wls[wi];
     const uint32_t ti = w.team;
     const uint16_t f = w.flavor;
@@ -1208,36 +1271,25 @@ struct Engine::Impl {
     const Resources& req = ReqOf(w);
     // A target's candidates form a heap whose top is the first in CandidatesOrdering: a
     // search usually takes a few of a team's many admitted workloads, so ordering them all
-    // (n log n per pick) is wasted.
-    auto after = [&](uint32_t a, uint32_t b) { return CandidateBefore(b, a, ti); };
-    struct Target {
-      uint32_t team;
-      std::vector<uint32_t> cands;  // heap by `after`; the first `left` are live
-      size_t left = 0;
-      bool s2_used = false;
-      bool loaded = true;  // cands filled (other teams' are filled when first picked)
-      size_t size(const Engine::Impl& m, uint16_t fl) const {
-        return loaded ? left : m.teams[team].tf[fl].admitted.size();
-      }
+    // (n log n per pick) is wasted. The heaps share one buffer: a target's is at
+    // [begin, begin + left); other teams' are copied when their team is first picked.
+    std::vector<Cand>& buf = scratch_cands_;
+    buf.clear();
+    using Target = FairTarget;
+    auto size_of = [&](const Target& tg) {
+      return tg.loaded ? tg.left : teams[tg.team].tf[f].admitted.size();
     };
-    std::vector<Target> targets;
-    auto front = [&](const Target& tg) { return tg.cands[0]; };
+    std::vector<Target>& targets = scratch_targets_;
+    targets.clear();
+    auto front = [&](const Target& tg) -> const Cand& { return buf[tg.begin]; };
     auto pop = [&](Target& tg) {
-      std::pop_heap(tg.cands.begin(), tg.cands.begin() + tg.left, after);
+      std::pop_heap(buf.begin() + tg.begin, buf.begin() + tg.begin + tg.left, CandAfter);
       --tg.left;
     };
     if (!same.empty()) {
-      targets.push_back({ti, same});
-      std::make_heap(targets[0].cands.begin(), targets[0].cands.end(), after);
-      targets[0].left = targets[0].cands.size();
-    }
-    // other_teams holds, for a borrowing preemptor, only teams whose share now is at least
-    // its own with the request alone: both strategies compare with the target's share, which
-    // only falls as victims go, against the preemptor's, which only rises. Candidates are
-    // copied and sorted only when their team is picked.
-    for (uint32_t ui : other_teams) {
-      targets.push_back({ui, {}});
-      targets.back().loaded = false;
+      buf.assign(same.begin(), same.end());
+      std::make_heap(buf.begin(), buf.end(), CandAfter);
+      targets.push_back({ti, 0, buf.size()});
     }
     Resources own_removed{};
     Resources fair_freed{};  // Σ requests of the fair-sharing victims taken so far
@@ -1266,18 +1318,46 @@ struct Engine::Impl {
       return Key{share_of(tg.team), i, tg.team == ti ? 0u : 1u + tg.team,
                  teams[tg.team].version};
     };
+    // Other teams become targets as the walk of the flavor's borrower set (by descending
+    // share, then team index: the heap's order) reaches them, when the next would be served
+    // before the heap's top. A team not yet reached is untouched, so its key in the set is
+    // its share now. For a borrowing preemptor the walk ends below mine_floor: both
+    // strategies compare with the target's share, which only falls as victims go, against
+    // the preemptor's, which only rises.
+    const auto& borrowers = flavors[f].borrowers;
+    auto next = borrowers.begin();
+    const bool by_share = !within_nominal;
+    auto reach = [&](std::priority_queue<Key>& heap) {
+      for (; next != borrowers.end(); ++next) {
+        const ShareKey& k = *next;
+        if (by_share && k.share < mine_floor) {
+          next = borrowers.end();
+          return;
+        }
+        if (!heap.empty()) {
+          const Key& top = heap.top();
+          const int c = Share::Cmp(k.share, top.share);
+          if (c < 0 || (c == 0 && 1 + k.team > top.rank)) return;
+        }
+        if (!IsTargetTeam(k, ti, f, req, by_share)) continue;
+        targets.push_back({k.team});
+        targets.back().loaded = false;
+        heap.push(key_of(static_cast<uint32_t>(targets.size() - 1)));
+      }
+    };
     for (int strategy = 1; strategy <= 2; ++strategy) {
       std::priority_queue<Key> heap;
       for (uint32_t i = 0; i < targets.size(); ++i)
-        if (targets[i].size(*this, f) > 0) heap.push(key_of(i));
+        if (size_of(targets[i]) > 0) heap.push(key_of(i));
       while (true) {
         if (Fits(t, f, req)) return true;
+        reach(heap);
         // The target with the largest share that still has candidates.
         if (heap.empty()) break;
         const Key top = heap.top();
         heap.pop();
         Target& tg = targets[top.target];
-        if (tg.size(*this, f) == 0) continue;
+        if (size_of(tg) == 0) continue;
         // Other teams stop being targets once they no longer borrow on a needed resource
         // (their usage only falls during the search, so for good).
         if (tg.team != ti && !BorrowingOn(teams[tg.team], f, req)) continue;
@@ -1287,27 +1367,25 @@ struct Engine::Impl {
         }
         const Share best_share = top.share;
         if (!tg.loaded) {
-          const TeamFlavor& ux = teams[tg.team].tf[f];
+          const Team& u = teams[tg.team];
+          tg.begin = buf.size();
           if (within_nominal) {
-            tg.cands = ux.admitted;
+            AppendCands(tg.team, f, false, buf, [](const AdmittedKey&) { return true; });
           } else {
             // Only candidates that may be fair-sharing victims now: the target's usage only
             // falls during the search, so those left out stay out (not admitted in this
             // cycle, and leaving the team at nominal; see passed_over below).
-            tg.cands.clear();
-            for (size_t k = 0; k < ux.admitted.size(); ++k) {
-              const AdmittedKey& key = ux.admitted_keys[k];
-              if (key.admit_seq <= cycle_first_seq &&
-                  StaysAtNominal(teams[tg.team], f, req, shapes[key.shape]))
-                tg.cands.push_back(ux.admitted[k]);
-            }
+            AppendCands(tg.team, f, false, buf, [&](const AdmittedKey& key) {
+              return key.admit_seq <= cycle_first_seq &&
+                     StaysAtNominal(u, f, req, shapes[key.shape]);
+            });
           }
-          std::make_heap(tg.cands.begin(), tg.cands.end(), after);
-          tg.left = tg.cands.size();
+          std::make_heap(buf.begin() + tg.begin, buf.end(), CandAfter);
+          tg.left = buf.size() - tg.begin;
           tg.loaded = true;
           if (tg.left == 0) continue;
         }
-        const uint32_t ci = front(tg);
+        const uint32_t ci = front(tg).wi;
         if (tg.team == ti) {
           pop(tg);
           for (int r = 0; r < kNumResources; ++r) own_removed[r] += ReqOf(wls[ci])[r];
@@ -1332,16 +1410,17 @@ struct Engine::Impl {
         for (int r = 0; r < kNumResources; ++r)
           mine_delta[r] = own_removed[r] + std::max(req[r], fair_freed[r] + ReqOf(wls[ci])[r]);
         const Share mine = ShareOf(t, f, mine_delta);
-        // Nor may it have been admitted in this cycle (see AdmittedThisCycle).
+        // Nor may it have been admitted in this cycle (see cycle_first_seq).
         // A fair-sharing victim may not push its team below nominal on a needed resource:
         // the team could then reclaim unconditionally (lender reclaim) from the preemptor,
         // which borrows, and the three steps (fair-share eviction, reclaim, the team's own
         // higher-priority job taking the quota back in-team) repeat every cycle. Such a
         // candidate is passed over; a smaller one of the same team may still qualify.
-        auto passed_over = [&](uint32_t c) {
-          return AdmittedThisCycle(c) || !StaysAtNominal(teams[tg.team], f, req, ReqOf(wls[c]));
+        auto passed_over = [&](const Cand& c) {
+          return c.admit_seq > cycle_first_seq ||
+                 !StaysAtNominal(teams[tg.team], f, req, shapes[c.shape]);
         };
-        if (passed_over(ci)) {
+        if (passed_over(front(tg))) {
           while (tg.left > 0 && passed_over(front(tg))) pop(tg);
           heap.push(key_of(top.target));
           continue;
@@ -1530,7 +1609,14 @@ struct Engine::Impl {
     const Cursor* best = nullptr;
     for (size_t i = 0; i < s.cur.size(); ++i) {
       const Cursor& c = s.cur[i];
-      if (c.done) continue;
+      if (c.done) {
+        // Drop it (the merge order does not depend on positions): a stream of many classes
+        // would otherwise step over its closed ones at every head.
+        s.cur[i] = s.cur.back();
+        s.cur.pop_back();
+        --i;
+        continue;
+      }
       if (!best || c.prio > best->prio ||
           (c.prio == best->prio && (c.ts < best->ts || (c.ts == best->ts && c.id < best->id)))) {
         best = &c;
