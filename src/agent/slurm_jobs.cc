@@ -265,16 +265,23 @@ void SlurmJobs::onResponse(const json& response) {
   bool wake = false;
   {
     std::lock_guard lock(mu_);
+    // Each response is the control plane's whole view (level-triggered): it supersedes what an
+    // earlier one asked and the thread has not done yet. A quota deleted and created again
+    // before the thread ran left the deletion's governance and disown actions pending.
     if (response.contains("governance") && response["governance"].is_object()) {
       if (response["governance"].dump() != applied_governance_) {
         governance_ = response["governance"];
         wake = true;
+      } else {
+        governance_.reset();
       }
     }
     if (response.contains("slurm_job_actions") && response["slurm_job_actions"].is_array() &&
         !response["slurm_job_actions"].empty()) {
-      actions_ = response["slurm_job_actions"];  // the latest view wins
+      actions_ = response["slurm_job_actions"];
       wake = true;
+    } else {
+      actions_.reset();
     }
   }
   if (wake) cv_.notify_all();

@@ -106,7 +106,9 @@ class SlurmJobs {
   /// The last "slurm_jobs" report if taken within 3 intervals.
   std::optional<nlohmann::json> report();
   /// Takes a heartbeat response's "governance" and "slurm_job_actions" (when present) and
-  /// wakes the Slurm thread to apply them.
+  /// wakes the Slurm thread to apply them. Each response supersedes what earlier ones asked
+  /// and the thread has not applied yet: one without actions cancels pending ones, and one
+  /// whose governance is the applied one cancels a pending change.
   void onResponse(const nlohmann::json& response);
 
  private:

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -419,6 +420,75 @@ TEST(SlurmJobs, QueriesWithoutAccountsWhileMarkedHeldJobsRemain) {
   }));
   std::lock_guard l(mu);
   EXPECT_LE(queries, until + 1 + SlurmJobs::kMarkedQueries) << "still querying";
+  std::filesystem::remove_all(root);
+}
+
+// Each heartbeat response is the control plane's whole view: a later one supersedes what an
+// earlier one asked and the agent has not done yet. A quota deleted and created again while
+// the agent's thread was busy (here: in squeue) must neither drop the team from the
+// governed accounts nor run the deletion's disown actions.
+TEST(SlurmJobs, ALaterResponseSupersedesOneNotAppliedYet) {
+  const std::string root = std::filesystem::temp_directory_path() /
+                           ("hf-slurm-jobs-stale-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false, blocked = false;
+  int queries = 0;
+  std::vector<std::string> scripts;
+  SlurmJobs::Options o;
+  o.root = root;
+  o.interval = std::chrono::milliseconds(10);
+  o.query = [&] {
+    std::unique_lock l(mu);
+    ++queries;
+    if (blocking) {
+      blocked = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return !blocking; });
+      blocked = false;
+    }
+    return std::optional<std::string>("#partitions\n");
+  };
+  o.run = [&](const std::string& s) {
+    std::lock_guard l(mu);
+    scripts.push_back(s);
+    return true;
+  };
+  o.active = [] { return true; };
+  auto accounts_file = [&] {
+    std::ifstream in(root + std::string(kGovernedAccountsPath));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  SystemClock clock;
+  {
+    SlurmJobs jobs(o, clock);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto wait = [&](const std::function<bool()>& done) { return WaitUnder(mu, deadline, done); };
+    const json governed = json::parse(R"({"governance": {"accounts": ["team-a"], "qos": []}})");
+    jobs.onResponse(governed);
+    ASSERT_TRUE(wait([&] { return accounts_file() == "team-a\n"; }));
+    {
+      std::lock_guard l(mu);
+      blocking = true;
+    }
+    ASSERT_TRUE(wait([&] { return blocked; }));
+    // Deleted (its held job 5 disowned), then created again (nothing to do).
+    jobs.onResponse(json::parse(R"({"governance": {"accounts": [], "qos": []},
+                                    "slurm_job_actions": [{"job": 5, "action": "disown"}]})"));
+    jobs.onResponse(governed);
+    int after = 0;
+    {
+      std::lock_guard l(mu);
+      blocking = false;
+      after = queries;
+    }
+    cv.notify_all();
+    ASSERT_TRUE(wait([&] { return queries >= after + 3; }));
+  }
+  std::lock_guard l(mu);
+  EXPECT_EQ(accounts_file(), "team-a\n");
+  for (const auto& s : scripts) EXPECT_EQ(s.find("scontrol release 5"), std::string::npos) << s;
   std::filesystem::remove_all(root);
 }
 
