@@ -1,13 +1,17 @@
-"""Task governance's holds on real Slurm (issue 6 leftovers 1 and 2, docs/governance.md "On
-Slurm"): job_submit.lua's hold is the user's own in Slurm 22.05, so the control plane makes it
-an administrator's hold, marked in the job's AdminComment, that the job's user cannot release;
-a deleted quota's held jobs go back to Slurm's own scheduling. Two ml.c5.xlarge workers, one
-team (Slurm account team-a) with Count=1 and no borrowing, so a 2-node job of the team never
-fits and stays held. Needs root and the node image; skipped otherwise."""
+"""Task governance's holds on real Slurm (issue 6, docs/governance.md "On Slurm"):
+job_submit.lua's hold is the user's own in Slurm 22.05, so the control plane makes it an
+administrator's hold, marked in the job's AdminComment, that the job's user cannot release;
+job_submit.lua also refuses the user's release before that (only root and SlurmUser, the
+agent, may release a marked held job), and refuses array and heterogeneous jobs of governed
+accounts; a pending `-N 1-2` job counts as 2 nodes; a deleted quota's held jobs go back to
+Slurm's own scheduling. Two ml.c5.xlarge workers, one team (Slurm account team-a) with Count=1
+and no borrowing, so a 2-node job of the team never fits and stays held. Needs root and the
+node image; skipped otherwise."""
 
 import json
+import subprocess
 
-from harness import main, wait_until
+from harness import BINARY, main, wait_until
 from e2e_slurm import SlurmClusterFixture
 
 NAME = "gov-holds-e2e"
@@ -46,6 +50,25 @@ class GovernanceHoldsTest(SlurmClusterFixture):
         out = self.on_controller(f"scontrol show job {job} -o")
         return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
+    def as_user(self, command):
+        """Runs `command` on the controller as USER, in /tmp: the CompletedProcess."""
+        return self.run_on(self.cluster_id, "controller", self.controller(),
+                           f"cd /tmp && runuser -u {USER} -- {command}")
+
+    def sbatch(self, args):
+        """Submits `sleep 600` as USER with `args`; returns the job id."""
+        r = self.as_user(f"sbatch --parsable --account=team-a -p workers -o /dev/null {args} "
+                         f"--wrap 'sleep 600'")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout.strip().split(";")[0]
+
+    def why(self, job):
+        r = subprocess.run([BINARY, "jobs", "why", job, "--cluster-name", NAME,
+                            "--endpoint-url", self.server.endpoint],
+                           env=self.env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
+
     def wait_job(self, job, what, check):
         return wait_until(lambda: (v := self.job(job)) and check(v) and v, timeout=60,
                           interval=0.5, what=f"job {job} {what}")
@@ -74,7 +97,64 @@ class GovernanceHoldsTest(SlurmClusterFixture):
         self.assertEqual(self.job(job)["Reason"], "JobHeldAdmin")
         type(self).held = job
 
-    def test_2_a_deleted_quotas_held_jobs_are_released(self):
+    def test_2_the_user_cannot_release_before_the_control_plane_looks(self):
+        # The release follows sbatch at once, long before the control plane's first look
+        # (1-2 s): job_submit.lua's slurm_job_modify refuses it. Slurm 22.05 allowed it (the
+        # hold is the user's) and the 2-node job ran unadmitted.
+        r = self.as_user("sh -c 'j=$(sbatch --parsable --account=team-a -p workers -N2 "
+                         "-o /dev/null --wrap \"sleep 600\") || exit 9; echo \"$j\"; "
+                         "scontrol release \"$j\"'")
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotEqual(r.returncode, 9, r.stdout + r.stderr)
+        job = r.stdout.strip().split(";")[0]
+        self.assertIn("Job is in held state, pending scheduler release", r.stderr)
+        self.wait_job(job, "held by an administrator, marked",
+                      lambda v: v["JobState"] == "PENDING" and v["Reason"] == "JobHeldAdmin"
+                      and v.get("AdminComment") == "hyperfleet-held")
+        log = self.on_controller("grep -c 'hyperfleet: uid [0-9]* may not release job' "
+                                 "/var/log/slurm/slurmctld.log || true")
+        self.assertGreaterEqual(int(log.strip() or 0), 1)
+        self.on_controller(f"scancel {job}")
+
+    def test_3_the_agents_release_still_works(self):
+        # A 1-node job fits the quota: the agent releases it as root and Slurm starts it.
+        job = self.sbatch("-N1")
+        v = self.wait_job(job, "admitted and running", lambda v: v["JobState"] == "RUNNING")
+        self.assertIn(v.get("AdminComment"), ("hyperfleet-governed", "hyperfleet-held"))
+        self.on_controller(f"scancel {job}")
+
+    def test_4_arrays_and_heterogeneous_jobs_are_refused(self):
+        r = self.as_user("sbatch --account=team-a -p workers --array=0-1 -o /dev/null "
+                         "--wrap 'sleep 1'")
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("hyperfleet: job arrays are not supported for governed account team-a; "
+                      "submit one job per task", r.stderr)
+        self.on_controller(
+            "printf '%s\\n' '#!/bin/sh' '#SBATCH --account=team-a -p workers -N1' "
+            "'#SBATCH hetjob' '#SBATCH --account=team-a -p workers -N1' 'sleep 1' "
+            "> /tmp/het.sbatch && chmod 644 /tmp/het.sbatch")
+        r = self.as_user("sbatch -o /dev/null /tmp/het.sbatch")
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("hyperfleet: heterogeneous jobs are not supported for governed account "
+                      "team-a", r.stderr)
+        # Other accounts' arrays pass.
+        r = self.on_controller("sbatch --parsable -p workers --array=0-1 -o /dev/null "
+                               "--wrap 'sleep 1'")
+        self.on_controller(f"scancel {r.strip().split(';')[0]}")
+
+    def test_5_a_node_range_counts_its_maximum(self):
+        # -N 1-2 waits showing 1 node, but Slurm would start it on both workers: the engine
+        # takes 2 (more than the team's 1), and the job stays held.
+        job = self.sbatch("-N 1-2")
+        self.wait_job(job, "held by an administrator, marked",
+                      lambda v: v["JobState"] == "PENDING" and v["Reason"] == "JobHeldAdmin"
+                      and v.get("AdminComment") == "hyperfleet-held")
+        text = self.why(job)
+        self.assertIn(f"instances of {WORKER_TYPE}: request 2, nominal 1", text)
+        self.assertEqual(self.job(job)["JobState"], "PENDING")
+        self.on_controller(f"scancel {job}")
+
+    def test_9_a_deleted_quotas_held_jobs_are_released(self):
         job = self.held
         self.aws("sagemaker", "delete-compute-quota", "--compute-quota-id", self.quota_id)
         # Two workers: Slurm alone starts the 2-node job now.
