@@ -205,49 +205,6 @@ struct AdmittedKey {
   uint32_t shape = 0;
 };
 
-// A team's state for one flavor.
-// Fields a scan reads for every queue of a type come first, so that they share as few
-// cache lines as possible (at tier M the scans are bound by memory latency).
-struct alignas(64) TeamFlavor {
-  // ---- read by every scan ----
-  int64_t npending = 0;
-  int64_t stream_round = -1;  // last round that made a stream of it
-  // The queue failed the filter at team version skip_version; until the team's usage or
-  // configuration changes (version) or a workload is queued again, it cannot pass while
-  // the type's free quota stays below skip_need on some resource (Impl::BlockedNeed).
-  uint64_t skip_version = 0;
-  Resources skip_need{};
-  // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
-  Resources min_req{};      // componentwise minimum request
-  int32_t max_prio = 0;
-  int32_t min_admitted_prio = std::numeric_limits<int32_t>::max();  // over admitted_by_class
-  bool skip_valid = false;
-  bool has_quota = false;
-  bool summary_dirty = true;
-  bool listed = false;      // in its flavor's `queued` list
-  bool has_fresh = false;   // in Impl::fresh_tfs
-  bool force = false;       // scan whole at the next round (configuration changed)
-  bool in_borrowers = false;  // in its flavor's `borrowers` set
-  bool needs_compact = false;  // holds an empty bucket (Impl::compact_tfs)
-  Resources nominal{};      // effective: zero when the team is inactive
-  Resources borrow_limit{}; // effective
-  Resources usage{};
-  Resources local{};        // the part of nominal that is never lent (DontLend: all)
-  std::vector<BucketInfo> info;                   // info[i] describes buckets[i]
-  std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
-  int64_t victim_round = -1;  // last round in which it lost a workload to preemption
-  // ---- the rest ----
-  std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
-  std::vector<uint32_t> admitted;
-  std::vector<AdmittedKey> admitted_keys;  // admitted_keys[k] describes admitted[k]
-  std::vector<uint32_t> never_fit;
-  std::array<Resources, kClassSlots> admitted_usage_by_class{};
-  // Admitted workloads by request shape (shape, count): which victim sizes the team has.
-  std::vector<std::pair<uint32_t, uint32_t>> admitted_shapes;
-  Resources configured{};   // nominal as configured (kept while inactive)
-  Resources configured_borrow{};
-};
-
 // Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
 // fraction so that equal shares compare equal. Zero-weight borrowers rank above everyone
 // and compare among themselves by the unweighted share (Kueue v0.19 CompareDRS).
@@ -275,6 +232,53 @@ struct Share {
   bool operator<(const Share& o) const { return Cmp(*this, o) < 0; }
   bool operator<=(const Share& o) const { return Cmp(*this, o) <= 0; }
   bool operator==(const Share& o) const { return Cmp(*this, o) == 0; }
+};
+
+// A team's state for one flavor.
+// Fields a scan reads for every queue of a type come first, so that they share as few
+// cache lines as possible (at tier M the scans are bound by memory latency).
+struct alignas(64) TeamFlavor {
+  // ---- read by every scan ----
+  int64_t npending = 0;
+  int64_t stream_round = -1;  // last round that made a stream of it
+  // The queue failed the filter at team version skip_version; until the team's usage or
+  // configuration changes (version) or a workload is queued again, it cannot pass while
+  // the type's free quota stays below skip_need on some resource (Impl::BlockedNeed) and,
+  // under fair sharing with skip_by_share, every other borrower's share stays below
+  // skip_floor.
+  uint64_t skip_version = 0;
+  Resources skip_need{};
+  // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
+  Resources min_req{};      // componentwise minimum request
+  int32_t max_prio = 0;
+  int32_t min_admitted_prio = std::numeric_limits<int32_t>::max();  // over admitted_by_class
+  bool skip_valid = false;
+  bool skip_by_share = false;
+  bool has_quota = false;
+  bool summary_dirty = true;
+  bool listed = false;      // in its flavor's `queued` list
+  bool has_fresh = false;   // in Impl::fresh_tfs
+  bool force = false;       // scan whole at the next round (configuration changed)
+  bool in_borrowers = false;  // in its flavor's `borrowers` set
+  bool needs_compact = false;  // holds an empty bucket (Impl::compact_tfs)
+  Resources nominal{};      // effective: zero when the team is inactive
+  Resources borrow_limit{}; // effective
+  Resources usage{};
+  Resources local{};        // the part of nominal that is never lent (DontLend: all)
+  std::vector<BucketInfo> info;                   // info[i] describes buckets[i]
+  std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
+  int64_t victim_round = -1;  // last round in which it lost a workload to preemption
+  // ---- the rest ----
+  std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
+  std::vector<uint32_t> admitted;
+  std::vector<AdmittedKey> admitted_keys;  // admitted_keys[k] describes admitted[k]
+  std::vector<uint32_t> never_fit;
+  std::array<Resources, kClassSlots> admitted_usage_by_class{};
+  // Admitted workloads by request shape (shape, count): which victim sizes the team has.
+  std::vector<std::pair<uint32_t, uint32_t>> admitted_shapes;
+  Share skip_floor;          // see skip_version
+  Resources configured{};   // nominal as configured (kept while inactive)
+  Resources configured_borrow{};
 };
 
 // Borrowing teams of one flavor ordered by descending share, then ascending team index.
@@ -460,10 +464,14 @@ struct Engine::Impl {
       if (borrowed <= 0) continue;
       Share s;
       s.num = borrowed;
-      // Nothing lendable: any borrowing is an infinite share (ranked by amount).
-      s.den = lendable_[r] > 0 ? lendable_[r] : 1;
-      if (lendable_[r] <= 0) s.inf = 1;
-      s.approx = static_cast<double>(s.num) / static_cast<double>(s.den);
+      if (lendable_[r] > 0) {
+        s.den = lendable_[r];
+        s.approx = static_cast<double>(borrowed) * inv_lendable_[r];
+      } else {
+        // Nothing lendable: any borrowing is an infinite share (ranked by amount).
+        s.inf = 1;
+        s.approx = static_cast<double>(borrowed);
+      }
       if (best < s) best = s;
     }
     if (best.num == 0) return best;
@@ -471,11 +479,12 @@ struct Engine::Impl {
       best.inf += 1;
     } else {
       best.den *= t.weight;
-      best.approx = static_cast<double>(best.num) / static_cast<double>(best.den);
+      best.approx /= t.weight;
     }
     return best;
   }
   Resources lendable_{};
+  std::array<double, kNumResources> inv_lendable_{};  // 1 / lendable_ (0 where none)
 
   // ---- configuration ----
 
@@ -517,6 +526,8 @@ struct Engine::Impl {
       ++fl.gen;
       fl.borrowers.clear();
     }
+    for (int r = 0; r < kNumResources; ++r)
+      inv_lendable_[r] = lendable_[r] > 0 ? 1.0 / static_cast<double>(lendable_[r]) : 0;
     // Shares depend on the lendable totals: rebuild every borrower set.
     for (uint32_t ti = 0; ti < teams.size(); ++ti) {
       Team& t = teams[ti];
@@ -670,11 +681,16 @@ struct Engine::Impl {
 
   // For a queue that just failed MayAdmit with its summary (smallest request, highest
   // priority): the free quota of the type (subtree − usage) it would need on each resource
-  // to pass, as long as the team's own state does not change. False when the failure also
-  // depends on other teams (a fair-sharing target may appear). Available is
+  // to pass, as long as the team's own state does not change. Available is
   // local_avail + min(free, cap) with cap = lendable nominal − used + borrow limit, so the
   // fit and in-team tests need free ≥ request (− lower-priority usage) − local_avail.
-  bool BlockedNeed(uint32_t ti, uint16_t f, Resources& need) const {
+  // Under fair sharing the fair-sharing test (MayAdmit (d)) also stays failed while no
+  // other borrower's share reaches `floor`, the team's share with the smallest request
+  // (*by_share set); false when it failed for another reason (no victim of a fitting size),
+  // which other teams' usage may change.
+  bool BlockedNeed(uint32_t ti, uint16_t f, const std::optional<Share>& other, Resources& need,
+                   Share& floor, bool& by_share) const {
+    by_share = false;
     const Team& t = teams[ti];
     const TeamFlavor& x = t.tf[f];
     const Resources& m = x.min_req;
@@ -691,7 +707,11 @@ struct Engine::Impl {
       need.fill(kNever);
       return true;
     }
-    if (policy.fair_share) return false;
+    if (policy.fair_share) {
+      floor = ShareOf(t, f, m);
+      if (other && !(*other < floor)) return false;
+      by_share = true;
+    }
     for (int r = 0; r < kNumResources; ++r) {
       need[r] = std::numeric_limits<int64_t>::min();
       if (m[r] <= 0) continue;
@@ -1085,6 +1105,9 @@ struct Engine::Impl {
     size_t left = 0;
     bool s2_used = false;
     bool loaded = true;  // candidates copied (other teams' are copied when first picked)
+    bool has_share = false;
+    uint64_t share_version = 0;  // the team's version `share` was computed at
+    Share share;
   };
   std::vector<FairTarget> scratch_targets_;
 
@@ -1313,10 +1336,17 @@ struct Engine::Impl {
         return rank > o.rank;
       }
     };
+    // A target's share is computed once per version of its team (for the preemptor's own
+    // team, own_removed moves only with its version).
     auto key_of = [&](uint32_t i) {
-      const Target& tg = targets[i];
-      return Key{share_of(tg.team), i, tg.team == ti ? 0u : 1u + tg.team,
-                 teams[tg.team].version};
+      Target& tg = targets[i];
+      const uint64_t v = teams[tg.team].version;
+      if (!tg.has_share || tg.share_version != v) {
+        tg.share = share_of(tg.team);
+        tg.share_version = v;
+        tg.has_share = true;
+      }
+      return Key{tg.share, i, tg.team == ti ? 0u : 1u + tg.team, v};
     };
     // Other teams become targets as the walk of the flavor's borrower set (by descending
     // share, then team index: the heap's order) reaches them, when the next would be served
@@ -1341,7 +1371,12 @@ struct Engine::Impl {
         }
         if (!IsTargetTeam(k, ti, f, req, by_share)) continue;
         targets.push_back({k.team});
-        targets.back().loaded = false;
+        Target& tg = targets.back();
+        tg.loaded = false;
+        // Untouched so far: its share is its key in the set.
+        tg.share = k.share;
+        tg.share_version = teams[k.team].version;
+        tg.has_share = true;
         heap.push(key_of(static_cast<uint32_t>(targets.size() - 1)));
       }
     };
@@ -1669,14 +1704,15 @@ struct Engine::Impl {
     const std::optional<Share> other =
         policy.fair_share && !fit_only ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
     if (!all && !fresh_only && !fit_only) {
-      if (x.skip_valid && x.skip_version == t.version) {
+      if (x.skip_valid && x.skip_version == t.version &&
+          (!x.skip_by_share || !other || *other < x.skip_floor)) {
         const Flavor& fl = flavors[f];
         for (int r = 0; r < kNumResources; ++r)
           if (fl.subtree[r] - fl.usage[r] < x.skip_need[r]) return;
       }
       RefreshSummary(x);
       if (!MayAdmit(ti, f, x.max_prio, x.min_req, avail, other)) {
-        x.skip_valid = BlockedNeed(ti, f, x.skip_need);
+        x.skip_valid = BlockedNeed(ti, f, other, x.skip_need, x.skip_floor, x.skip_by_share);
         x.skip_version = t.version;
         return;
       }
@@ -1695,8 +1731,8 @@ struct Engine::Impl {
       const BucketInfo& b = x.info[i];
       if (b.size == 0 || (fresh_only && !b.fresh)) continue;
       if (fit_only ? !MayAdmitLater(x, shapes[b.shape], avail, victim)
-                   : !all && !NeverFits(t, f, shapes[b.shape]) &&
-                         !MayAdmit(ti, f, b.prio, shapes[b.shape], avail, other, &memo))
+                   : !all && !MayAdmit(ti, f, b.prio, shapes[b.shape], avail, other, &memo) &&
+                         !NeverFits(t, f, shapes[b.shape]))
         continue;
       Bucket* bucket = x.buckets[i].get();
       // A class whose head would borrow waits for the borrowing pass (Decide); whether it
