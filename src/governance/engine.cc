@@ -1107,7 +1107,7 @@ struct Engine::Impl {
     bool loaded = true;  // candidates copied (other teams' are copied when first picked)
     bool has_share = false;
     uint64_t share_version = 0;  // the team's version `share` was computed at
-    Share share;
+    Share share{};
   };
   std::vector<FairTarget> scratch_targets_;
 
