@@ -265,6 +265,7 @@ struct alignas(64) TeamFlavor {
   Resources borrow_limit{}; // effective
   Resources usage{};
   Resources local{};        // the part of nominal that is never lent (DontLend: all)
+  Resources potential{};    // Impl::Potential per resource (set by Recompute)
   std::vector<BucketInfo> info;                   // info[i] describes buckets[i]
   std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
   int64_t victim_round = -1;  // last round in which it lost a workload to preemption
@@ -368,10 +369,12 @@ struct Engine::Impl {
       if (req[r] > 0 && req[r] > Available(t, f, r)) return false;
     return true;
   }
+  // Reads the cached potential: it changes only with the configuration (Recompute).
   bool NeverFits(const Team& t, uint16_t f, const Resources& req) const {
-    if (!t.tf[f].has_quota) return true;
+    const TeamFlavor& x = t.tf[f];
+    if (!x.has_quota) return true;
     for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && req[r] > Potential(t, f, r)) return true;
+      if (req[r] > 0 && req[r] > x.potential[r]) return true;
     return false;
   }
   bool WithinNominalAfter(const Team& t, uint16_t f, const Resources& req) const {
@@ -528,6 +531,9 @@ struct Engine::Impl {
     }
     for (int r = 0; r < kNumResources; ++r)
       inv_lendable_[r] = lendable_[r] > 0 ? 1.0 / static_cast<double>(lendable_[r]) : 0;
+    for (Team& t : teams)
+      for (uint16_t f = 0; f < flavors.size(); ++f)
+        for (int r = 0; r < kNumResources; ++r) t.tf[f].potential[r] = Potential(t, f, r);
     // Shares depend on the lendable totals: rebuild every borrower set.
     for (uint32_t ti = 0; ti < teams.size(); ++ti) {
       Team& t = teams[ti];
@@ -1105,6 +1111,7 @@ struct Engine::Impl {
     size_t left = 0;
     bool s2_used = false;
     bool loaded = true;  // candidates copied (other teams' are copied when first picked)
+    bool partial = false;  // only the first candidate is copied (FairTargets' load_front)
     bool has_share = false;
     uint64_t share_version = 0;  // the team's version `share` was computed at
     Share share{};
@@ -1305,7 +1312,51 @@ struct Engine::Impl {
     std::vector<Target>& targets = scratch_targets_;
     targets.clear();
     auto front = [&](const Target& tg) -> const Cand& { return buf[tg.begin]; };
+    // Which of a target team's admitted workloads are candidates. For a borrowing preemptor
+    // only those that may be fair-sharing victims now: the target's usage only falls during
+    // the search, so those left out stay out (not admitted in this cycle, and leaving the
+    // team at nominal; see passed_over below).
+    auto candidate = [&](const Team& u, const AdmittedKey& key) {
+      return within_nominal ||
+             (key.admit_seq <= cycle_first_seq && StaysAtNominal(u, f, req, shapes[key.shape]));
+    };
+    // Another team's target starts with its first candidate alone (one pass, no copy of the
+    // rest): most targets are dropped after their first candidate fails a strategy.
+    auto load_front = [&](Target& tg) {
+      const Team& u = teams[tg.team];
+      const TeamFlavor& ux = u.tf[f];
+      tg.begin = buf.size();
+      tg.left = 0;
+      tg.partial = true;
+      for (size_t k = 0; k < ux.admitted.size(); ++k) {
+        const AdmittedKey& key = ux.admitted_keys[k];
+        if (!candidate(u, key)) continue;
+        const Cand c{key.admit_seq, key.prio, ux.admitted[k], key.shape, tg.team, false};
+        if (tg.left == 0) {
+          buf.push_back(c);
+          tg.left = 1;
+        } else if (CandAfter(buf[tg.begin], c)) {
+          buf[tg.begin] = c;
+        }
+      }
+    };
     auto pop = [&](Target& tg) {
+      if (tg.partial) {
+        // The rest, as a heap of its own at the end of the buffer.
+        const uint32_t taken = buf[tg.begin].wi;
+        const Team& u = teams[tg.team];
+        const TeamFlavor& ux = u.tf[f];
+        tg.begin = buf.size();
+        for (size_t k = 0; k < ux.admitted.size(); ++k) {
+          const AdmittedKey& key = ux.admitted_keys[k];
+          if (ux.admitted[k] != taken && candidate(u, key))
+            buf.push_back({key.admit_seq, key.prio, ux.admitted[k], key.shape, tg.team, false});
+        }
+        std::make_heap(buf.begin() + tg.begin, buf.end(), CandAfter);
+        tg.left = buf.size() - tg.begin;
+        tg.partial = false;
+        return;
+      }
       std::pop_heap(buf.begin() + tg.begin, buf.begin() + tg.begin + tg.left, CandAfter);
       --tg.left;
     };
@@ -1402,21 +1453,7 @@ struct Engine::Impl {
         }
         const Share best_share = top.share;
         if (!tg.loaded) {
-          const Team& u = teams[tg.team];
-          tg.begin = buf.size();
-          if (within_nominal) {
-            AppendCands(tg.team, f, false, buf, [](const AdmittedKey&) { return true; });
-          } else {
-            // Only candidates that may be fair-sharing victims now: the target's usage only
-            // falls during the search, so those left out stay out (not admitted in this
-            // cycle, and leaving the team at nominal; see passed_over below).
-            AppendCands(tg.team, f, false, buf, [&](const AdmittedKey& key) {
-              return key.admit_seq <= cycle_first_seq &&
-                     StaysAtNominal(u, f, req, shapes[key.shape]);
-            });
-          }
-          std::make_heap(buf.begin() + tg.begin, buf.end(), CandAfter);
-          tg.left = buf.size() - tg.begin;
+          load_front(tg);
           tg.loaded = true;
           if (tg.left == 0) continue;
         }
@@ -1752,6 +1789,24 @@ struct Engine::Impl {
   std::vector<Stream> streams;  // reused across rounds; the first nstreams are live
   size_t nstreams = 0;
 
+  // The walks of a type's queued teams are bound by memory latency at tier M (a team's
+  // Team, then its TeamFlavor, each a miss): while at entry i, fetch the Team of the entry
+  // 8 ahead and the TeamFlavor of the entry 4 ahead (whose Team arrived meanwhile).
+  void PrefetchQueued(const std::vector<uint32_t>& q, size_t i, uint16_t f) const {
+    constexpr size_t kFar = 8, kNear = 4;
+    if (i + kFar < q.size()) {
+      const Team& t = teams[q[i + kFar]];
+      __builtin_prefetch(&t.tf);
+      __builtin_prefetch(&t.version);
+    }
+    if (i + kNear < q.size()) {
+      const TeamFlavor* x = teams[q[i + kNear]].tf.data() + f;
+      __builtin_prefetch(x);
+      __builtin_prefetch(reinterpret_cast<const char*>(x) + 64);
+      __builtin_prefetch(reinterpret_cast<const char*>(x) + 128);
+    }
+  }
+
   void Round(CycleResult& res) {
     ++round_seq;
     in_round = true;
@@ -1766,10 +1821,12 @@ struct Engine::Impl {
     for (uint16_t f : round_victim_flavors) {
       flavors[f].victims_this_round = false;
       if (!FreeMayFit(f)) continue;
-      for (uint32_t ti : flavors[f].queued) {
-        TeamFlavor& x = teams[ti].tf[f];
+      const std::vector<uint32_t>& q = flavors[f].queued;
+      for (size_t i = 0; i < q.size(); ++i) {
+        PrefetchQueued(q, i, f);
+        TeamFlavor& x = teams[q[i]].tf[f];
         if (x.npending == 0 || x.victim_round == round_seq - 1) continue;
-        AddStream(ti, f, Scan::kLater);
+        AddStream(q[i], f, Scan::kLater);
       }
     }
     round_victim_flavors.clear();
@@ -1782,6 +1839,7 @@ struct Engine::Impl {
       std::vector<uint32_t>& q = fl.queued;
       size_t keep = 0;
       for (size_t i = 0; i < q.size(); ++i) {
+        PrefetchQueued(q, i, static_cast<uint16_t>(f));
         const uint32_t ti = q[i];
         TeamFlavor& x = teams[ti].tf[f];
         if (x.npending == 0) {
@@ -2324,6 +2382,9 @@ Status Engine::CheckConsistency() const {
       if (borrowing) want.emplace_back(m.ShareOf(t, -1, Resources{}), ti);
       if (borrowing != x.in_borrowers)
         return bad("team ", t.name, " on ", fl.cap.name, ": borrower flag is stale");
+      for (int r = 0; r < kNumResources; ++r)
+        if (x.potential[r] != m.Potential(t, static_cast<uint16_t>(f), r))
+          return bad("team ", t.name, " on ", fl.cap.name, ": cached potential is stale");
     }
     if (cohort_usage != fl.usage) return bad(fl.cap.name, ": cohort usage is stale");
     std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
