@@ -49,10 +49,10 @@ const ClientService& LogsService();
 
 /// The flags every client command takes (empty = not given).
 struct ClientFlags {
-  std::string endpoint_url;  ///< --endpoint-url
-  std::string region;        ///< --region
-  std::string profile;       ///< --profile
-  std::string data_dir;      ///< --data-dir: where to find the server's credentials file
+  std::string endpoint_url{};  ///< --endpoint-url
+  std::string region{};        ///< --region
+  std::string profile{};       ///< --profile
+  std::string data_dir{};      ///< --data-dir: where to find the server's credentials file
 };
 
 /// Adds --endpoint-url, --region, --profile and --data-dir to `command`, bound to `flags`

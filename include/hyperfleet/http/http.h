@@ -20,7 +20,7 @@ struct HttpRequest {
   Headers headers;
   std::string body;
   /// The peer's IP address as text (e.g. "10.224.4.2"), set by the server; empty if unknown.
-  std::string remote_address;
+  std::string remote_address{};
 
   /// First header named `name` (case-insensitive), if present.
   std::optional<std::string_view> header(std::string_view name) const;

@@ -244,7 +244,9 @@ TEST_F(ControllerTest, ReplaceKeepsLogicalIdAndAddressUnderANewInstanceId) {
   ASSERT_EQ(after.size(), 3u);
   const model::Node* successor = nullptr;
   for (const auto& n : after) {
-    if (n.instance_id == old.instance_id) EXPECT_EQ(n.status, is::kShuttingDown);
+    if (n.instance_id == old.instance_id) {
+      EXPECT_EQ(n.status, is::kShuttingDown);
+    }
     if (n.instance_id != old.instance_id && n.logical_id == old.logical_id) successor = &n;
   }
   ASSERT_NE(successor, nullptr);
