@@ -319,6 +319,11 @@ local SLURM_USER = "slurm"
 -- ESLURM_JOB_HELD of Slurm 22.05 ("Job is in held state, pending scheduler release"), what
 -- scontrol prints for a refused release; job_submit/lua exports only a few error codes.
 local ESLURM_JOB_HELD = 2042
+-- ESLURM_ACCESS_DENIED of Slurm 22.05 ("Access/permission denied").
+local ESLURM_ACCESS_DENIED = 2002
+-- An update's fields that change what the admission engine admitted a job as.
+local ADMITTED_AS = { "account", "partition", "qos", "min_nodes", "max_nodes",
+                      "tres_per_node", "tres_per_job" }
 
 local function governed(account)
   if account == nil or account == "" then return false end
@@ -390,6 +395,21 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     slurm.log_info("hyperfleet: uid %d may not release job %d: held until Hyperfleet admits it",
                    modify_uid, job_rec.job_id)
     return ESLURM_JOB_HELD
+  end
+  -- A pending job Hyperfleet released was admitted with its account, partition, QOS and
+  -- size: changed by its user, it could start before the control plane's next look and run
+  -- more than admitted. A held job may change (the engine decides it anew), a running one
+  -- only shrink.
+  if job_rec.priority ~= 0 and job_rec.job_state ~= nil and job_rec.job_state % 256 == 0 and
+     ours(job_rec.admin_comment) and modify_uid ~= 0 and modify_uid ~= slurm_user_uid() then
+    for _, name in ipairs(ADMITTED_AS) do
+      local v = job_desc[name]
+      if v ~= nil and v ~= slurm.NO_VAL then
+        slurm.log_info("hyperfleet: uid %d may not change %s of job %d: admitted as it is",
+                       modify_uid, name, job_rec.job_id)
+        return ESLURM_ACCESS_DENIED
+      end
+    end
   end
   return slurm.SUCCESS
 end

@@ -428,6 +428,32 @@ for _, mark in ipairs({ "hyperfleet-governed", "hyperfleet-held" }) do
   expect(modify(NO_VAL, 0, mark, 1000) == 0, "user's other update " .. mark)
   expect(modify(INFINITE, 1000, mark, 1000) == 0, "user release, not held " .. mark)
 end
+-- A released (admitted) pending job with our mark: its user may not change what it was
+-- admitted as; root and SlurmUser may, and a held or running job may change.
+local function update(fields, rec_priority, state, comment, uid)
+  fields.priority = fields.priority or NO_VAL
+  return slurm_job_modify(fields, { priority = rec_priority, job_state = state,
+                                    admin_comment = comment, job_id = 8 }, {}, uid)
+end
+local ESLURM_ACCESS_DENIED, PENDING, RUNNING = 2002, 0, 1
+for _, f in ipairs({ { min_nodes = 4 }, { max_nodes = 4 }, { partition = "big" },
+                     { qos = "inference-priority" }, { account = "team-b" },
+                     { tres_per_node = "gres:gpu:8" }, { tres_per_job = "gres:gpu:16" } }) do
+  local name = next(f)
+  local function copy() local c = {} for k, v in pairs(f) do c[k] = v end return c end
+  expect(update(copy(), 1000, PENDING, "hyperfleet-held", 1000) == ESLURM_ACCESS_DENIED,
+         "user changes " .. name)
+  expect(update(copy(), 1000, PENDING + 256, "hyperfleet-governed", 1000) ==
+         ESLURM_ACCESS_DENIED, "user changes " .. name .. " (state flags)")
+  expect(update(copy(), 1000, PENDING, "hyperfleet-held", 0) == 0, "root changes " .. name)
+  expect(update(copy(), 1000, PENDING, "hyperfleet-held", 64030) == 0, "SlurmUser " .. name)
+  expect(update(copy(), 0, PENDING, "hyperfleet-held", 1000) == 0, "held job " .. name)
+  expect(update(copy(), 1000, RUNNING, "hyperfleet-held", 1000) == 0, "running job " .. name)
+  expect(update(copy(), 1000, PENDING, "hyperfleet-released", 1000) == 0, "disowned " .. name)
+  expect(update(copy(), 1000, PENDING, nil, 1000) == 0, "unmarked " .. name)
+end
+expect(update({ min_nodes = NO_VAL, max_nodes = NO_VAL, time_limit = 60 }, 1000, PENDING,
+              "hyperfleet-held", 1000) == 0, "user's other update of an admitted job")
 expect(modify(INFINITE, 0, "hyperfleet-released", 1000) == 0, "disowned")
 expect(modify(INFINITE, 0, nil, 1000) == 0, "no mark")
 expect(modify(INFINITE, 0, "ops", 1000) == 0, "operator's comment")
