@@ -3,7 +3,8 @@ job_submit.lua's hold is the user's own in Slurm 22.05, so the control plane mak
 administrator's hold, marked in the job's AdminComment, that the job's user cannot release;
 job_submit.lua also refuses the user's release before that (only root and SlurmUser, the
 agent, may release a marked held job), and refuses array and heterogeneous jobs of governed
-accounts; a pending `-N 1-2` job counts as 2 nodes; a deleted quota's held jobs go back to
+accounts, and a user's change of the size of a released job that waits for nodes; a pending
+`-N 1-2` job counts as 2 nodes; a deleted quota's held jobs go back to
 Slurm's own scheduling. Two ml.c5.xlarge workers, one team (Slurm account team-a) with Count=1
 and no borrowing, so a 2-node job of the team never fits and stays held. Needs root and the
 node image; skipped otherwise."""
@@ -153,6 +154,42 @@ class GovernanceHoldsTest(SlurmClusterFixture):
         self.assertIn(f"instances of {WORKER_TYPE}: request 2, nominal 1", text)
         self.assertEqual(self.job(job)["JobState"], "PENDING")
         self.on_controller(f"scancel {job}")
+
+    def test_6_an_admitted_job_keeps_what_it_was_admitted_as(self):
+        # Both workers taken whole by an ungoverned job: the team's 1-node job is admitted and
+        # released, but waits for nodes. Its user may not make it larger meanwhile (it could
+        # start before the control plane's next look); other fields may change.
+        busy = self.on_controller("sbatch --parsable -p workers -N2 --exclusive -o /dev/null "
+                                  "--wrap 'sleep 600'").strip().split(";")[0]
+        try:
+            self.wait_job(busy, "running on both workers", lambda v: v["JobState"] == "RUNNING")
+            job = self.sbatch("-N1")
+            seen = []
+            try:
+                self.wait_job(job, "released, waiting for nodes",
+                              lambda v: seen.append(v) or (
+                                  v["JobState"] == "PENDING" and v["Priority"] != "0"
+                                  and v["Reason"] not in ("JobHeldAdmin", "JobHeldUser")))
+            except AssertionError:
+                last = seen[-1] if seen else {}
+                self.fail(f"job {job}: {last.get('JobState')} {last.get('Reason')} "
+                          f"priority {last.get('Priority')}")
+            # Slurm 22.05 itself lets a user move a pending job to another partition (here
+            # dev, every node); a larger node count it refuses too, after job_submit.lua.
+            for change in ("Partition=dev", "NumNodes=2"):
+                r = self.as_user(f"scontrol update JobId={job} {change}")
+                self.assertNotEqual(r.returncode, 0, change + ": " + r.stdout + r.stderr)
+                self.assertIn("Access/permission denied", r.stderr, change)
+            v = self.job(job)
+            self.assertEqual((v["Partition"], v["NumNodes"]), ("workers", "1-1"))
+            r = self.as_user(f"scontrol update JobId={job} Comment=still-1-node")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            log = self.on_controller("grep -c 'hyperfleet: uid [0-9]* may not change' "
+                                     "/var/log/slurm/slurmctld.log || true")
+            self.assertGreaterEqual(int(log.strip() or 0), 1)
+            self.on_controller(f"scancel {job}")
+        finally:
+            self.on_controller(f"scancel {busy}")
 
     def test_9_a_deleted_quotas_held_jobs_are_released(self):
         job = self.held
