@@ -112,6 +112,27 @@ class GovernanceLoopTest : public ::testing::Test {
   std::map<uint64_t, double> submit_offset_;  ///< seconds added to a job's submit time
   std::map<uint64_t, std::string> partition_;  ///< a job's partitions if not "workers"
 
+  /// What the agent's scontrol command for `action` does to job j, as Slurm 22.05 shows it.
+  static void ApplyAction(J& j, const std::string& action) {
+    if (action == "release") {
+      j.state = "RUNNING";
+      j.reason = "None";
+    } else if (action == "requeuehold") {
+      j.mark = "hyperfleet-governed";
+      j.state = "PENDING";
+      j.reason = "job requeued in held state";  // Slurm 22.05's squeue %r; the user's hold
+    } else if (action == "hold") {
+      j.mark = "hyperfleet-held";
+      if (j.state == "PENDING") j.reason = "JobHeldAdmin";
+    } else if (action == "disown") {
+      j.mark = "hyperfleet-released";
+      j.state = "RUNNING";  // Slurm's own scheduling starts it
+      j.reason = "None";
+    } else {
+      ADD_FAILURE() << "unknown action " << action;
+    }
+  }
+
   /// As job_submit.lua holds it: priority 0, which Slurm 22.05 takes as the user's hold.
   void Submit(uint64_t id, const std::string& team, const std::string& qos, int nodes) {
     slurm_[id] = {team, qos, nodes, "PENDING", "JobHeldUser", ""};
@@ -153,24 +174,7 @@ class GovernanceLoopTest : public ::testing::Test {
       EXPECT_EQ(actions.count(id), 0u) << "two actions for job " << id << ": " << out.dump();
       actions[id] = action;
       if (lost) continue;
-      J& j = slurm_.at(id);
-      if (action == "release") {
-        j.state = "RUNNING";
-        j.reason = "None";
-      } else if (action == "requeuehold") {
-        j.mark = "hyperfleet-governed";
-        j.state = "PENDING";
-        j.reason = "job requeued in held state";  // Slurm 22.05's squeue %r; the user's hold
-      } else if (action == "hold") {
-        j.mark = "hyperfleet-held";
-        if (j.state == "PENDING") j.reason = "JobHeldAdmin";
-      } else if (action == "disown") {
-        j.mark = "hyperfleet-released";
-        j.state = "RUNNING";  // Slurm's own scheduling starts it
-        j.reason = "None";
-      } else {
-        ADD_FAILURE() << "unknown action " << action;
-      }
+      ApplyAction(slurm_.at(id), action);
     }
     return actions;
   }
@@ -523,19 +527,7 @@ TEST_F(GovernanceLoopTest, TwoClustersHeartbeatConcurrentlyAsIfAlone) {
       const json out = loop.onHeartbeat(cluster, &report);
       log.push_back(out.value("slurm_job_actions", json::array()).dump());
       for (const auto& a : out.value("slurm_job_actions", json::array())) {
-        J& j = jobs.at(a["job"].get<uint64_t>());
-        const std::string action = a["action"];
-        if (action == "release") {
-          j.state = "RUNNING";
-          j.reason = "None";
-        } else if (action == "requeuehold") {
-          j.mark = "hyperfleet-governed";
-          j.state = "PENDING";
-          j.reason = "job requeued in held state";
-        } else if (action == "hold") {
-          j.mark = "hyperfleet-held";
-          j.reason = "JobHeldAdmin";
-        }
+        ApplyAction(jobs.at(a["job"].get<uint64_t>()), a["action"].get<std::string>());
       }
       (void)loop.why(cluster, beat / 2);
     }
