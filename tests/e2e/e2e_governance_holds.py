@@ -12,7 +12,7 @@ node image; skipped otherwise."""
 import json
 import subprocess
 
-from harness import BINARY, main, wait_until
+from harness import main, wait_until
 from e2e_slurm import SlurmClusterFixture
 
 NAME = "gov-holds-e2e"
@@ -62,13 +62,6 @@ class GovernanceHoldsTest(SlurmClusterFixture):
                          f"--wrap 'sleep 600'")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return r.stdout.strip().split(";")[0]
-
-    def why(self, job):
-        r = subprocess.run([BINARY, "jobs", "why", job, "--cluster-name", NAME,
-                            "--endpoint-url", self.server.endpoint],
-                           env=self.env, capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r.stdout
 
     def wait_job(self, job, what, check):
         return wait_until(lambda: (v := self.job(job)) and check(v) and v, timeout=60,

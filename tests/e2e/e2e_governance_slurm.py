@@ -94,13 +94,6 @@ class GovernanceSlurmTest(SlurmClusterFixture):
             return views
         return wait_until(check, timeout=timeout, interval=0.5, what=f"jobs {want}")
 
-    def why(self, job):
-        r = subprocess.run([BINARY, "jobs", "why", job, "--cluster-name", NAME,
-                            "--endpoint-url", self.server.endpoint],
-                           env=self.env, capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r.stdout
-
     def cancel_all(self):
         self.on_controller("squeue -h -o %i | xargs -r scancel")
         wait_until(lambda: not self.on_controller("squeue -h -o %i").split(), timeout=60,

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-from harness import main, wait_until
+from harness import BINARY, main, wait_until
 from e2e_nodes import IMAGE_DIR, NodeFixture, image_built
 from harness import Server, aws_env
 
@@ -91,6 +91,14 @@ class SlurmClusterFixture(NodeFixture):
         nodes = [n for n in self.nodes(self.cluster_name) if n["InstanceGroupName"] == "controller"]
         self.assertEqual(len(nodes), 1, nodes)
         return nodes[0]["InstanceId"]
+
+    def why(self, job):
+        """`hyperfleet jobs why <job>` for this cluster (must succeed): its stdout."""
+        r = subprocess.run([BINARY, "jobs", "why", job, "--cluster-name", self.cluster_name,
+                            "--endpoint-url", self.server.endpoint],
+                           env=self.env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
 
     def on_controller(self, command):
         """Runs `command` on the controller; returns its stdout (fails the test on a
