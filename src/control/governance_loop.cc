@@ -476,8 +476,11 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
         // A job whose partitions had no type (nodes not known yet, mixed types) is looked
         // at again when the partition map changed.
         const bool partition_problem = job.spec.instance_type.empty() && !job.problem.empty();
+        // While a job stops (COMPLETING after a requeue), Slurm's node count is the nodes
+        // still completing, not its request: no change.
+        const bool stopping = PhaseOf(state, reason) == SlurmPhase::kStopping;
         if (!(partitions_changed && partition_problem) && job.spec.team == account &&
-            job.spec.count == nodes &&
+            (job.spec.count == nodes || stopping) &&
             job.spec.priority_class == *rj.qos && job.partition == *rj.partition) {
           job.seen = report;
           if (job.mark == mark && job.state == state && job.reason == reason) {

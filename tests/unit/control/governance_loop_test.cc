@@ -256,6 +256,26 @@ TEST_F(GovernanceLoopTest, EqualPriorityReclaim) {
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "requeuehold"}, {2, "release"}}));
 }
 
+// A requeued victim shows COMPLETING with the nodes still completing (squeue's NumNodes
+// falls as each node finishes): that is no new request, or the engine would admit a 1-node
+// job that Slurm then runs on 3 (seen in e2e_governance_slurm).
+TEST_F(GovernanceLoopTest, StoppingVictimsShrinkingNodeCountIsNoNewRequest) {
+  Submit(1, "team-a", "training-priority", 3);
+  Beat();
+  Submit(2, "team-b", "fine-tuning-priority", 2);
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "requeuehold"}, {2, "release"}}));
+  slurm_.at(1).state = "COMPLETING";
+  slurm_.at(1).nodes = 1;
+  EXPECT_TRUE(Beat().empty()) << last_.dump();
+  auto why = loop_->why("c1", 1);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_EQ((*why)["Verdict"], "Waiting") << why->dump();
+  // Requeued and held by the user (requeuehold): made an administrator's hold, not released.
+  slurm_.at(1).state = "PENDING";
+  slurm_.at(1).nodes = 3;
+  EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "hold"}})) << last_.dump();
+}
+
 TEST_F(GovernanceLoopTest, RestartCountsRunningJobsAsAdmittedAndHoldsUnadmittedOnes) {
   slurm_[1] = {"team-a", "training-priority", 3, "RUNNING", "None", ""};
   slurm_[2] = {"team-b", "training-priority", 1, "PENDING", "JobHeldAdmin", ""};
