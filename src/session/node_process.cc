@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -224,8 +225,10 @@ StatusOr<NodeProcess> SpawnInNode(const NodeProcessSpec& spec) {
     char byte;
     while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
     }
-    // Nothing else of the server's may leak into the node.
+    // Nothing else of the server's may leak into the node, its umask included: a session
+    // gets a login's 022 (as sshd and SSM give on HyperPod), not the server's (often 077).
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    umask(022);
     execve(argv[0], argv.data(), envp.data());
     ChildExit(error_pipe[1], errno);
   }

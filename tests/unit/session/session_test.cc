@@ -223,6 +223,16 @@ TEST_F(SessionTest, CommandRunsInTheTargetsNamespacesWithStdin) {
   EXPECT_EQ(r.out, ns + "\nhello from stdin\nnotty\n");
 }
 
+TEST_F(SessionTest, CommandGetsALoginUmaskWhateverTheServers) {
+  // The quick start runs the server under umask 077; a session is a login (022) as on
+  // HyperPod, or files a user's job writes in /fsx would be unreadable to the job's user.
+  const mode_t before = umask(077);
+  auto r = Run(kGoodTarget, "umask");
+  umask(before);
+  ASSERT_TRUE(r.status.ok()) << r.status.status();
+  EXPECT_EQ(r.out, "0022\n");
+}
+
 TEST_F(SessionTest, SignalExitIs128PlusSignal) {
   auto r = Run(kGoodTarget, "kill -TERM $$");
   ASSERT_TRUE(r.status.ok()) << r.status.status();
