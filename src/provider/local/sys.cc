@@ -26,6 +26,10 @@ namespace fs = std::filesystem;
 
 StatusOr<CommandResult> Run(const std::vector<std::string>& argv) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  // Found as HaveProgram finds it: a caller's PATH without the sbin dirs (su, cron) must not
+  // hide ip or nft.
+  const std::string program = FindProgram(argv[0]);
+  if (program.empty()) return absl::InternalError(absl::StrCat("cannot run ", argv[0], ": not found"));
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   std::vector<char*> args;
@@ -42,7 +46,7 @@ StatusOr<CommandResult> Run(const std::vector<std::string>& argv) {
     dup2(devnull, 0);
     dup2(pipefd[1], 1);
     dup2(pipefd[1], 2);
-    execvp(args[0], args.data());
+    execv(program.c_str(), args.data());
     _exit(127);
   }
   close(pipefd[1]);
@@ -212,14 +216,18 @@ bool IsMountPoint(const std::string& path) {
   return false;
 }
 
-bool HaveProgram(const std::string& name) {
+std::string FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
   std::string path = getenv("PATH") ? getenv("PATH") : "";
   path += ":/usr/sbin:/sbin:/usr/bin:/bin";
   for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-    if (access(absl::StrCat(dir, "/", name).c_str(), X_OK) == 0) return true;
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  return false;
+  return "";
 }
+
+bool HaveProgram(const std::string& name) { return !FindProgram(name).empty(); }
 
 void RemoveDirsDepthFirst(const std::string& dir) {
   std::error_code ec;

@@ -52,7 +52,10 @@ std::vector<std::string> CgroupHierarchies();
 /// True when `path` is a mount point (listed in /proc/self/mountinfo).
 bool IsMountPoint(const std::string& path);
 
-/// True when a program named `name` is found in PATH (or /usr/sbin, /sbin).
+/// The executable `name` (a path, or found in $PATH, then /usr/sbin, /sbin, /usr/bin,
+/// /bin), or "" when there is none.
+std::string FindProgram(const std::string& name);
+/// True when FindProgram(name) finds it.
 bool HaveProgram(const std::string& name);
 
 /// Removes `dir` and every directory below it with rmdir, deepest first (cgroups).
