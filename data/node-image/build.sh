@@ -39,7 +39,7 @@ in_root apt-get update -q
 in_root apt-get install -y -q --no-install-recommends "${packages[@]}"
 
 echo "@@step ami-layer"
-R="$R" bash "$HERE/ami-layer.sh" "$R"
+bash "$HERE/ami-layer.sh" "$R"
 
 echo "@@step cleanup"
 in_root apt-get clean

@@ -33,6 +33,10 @@
 #include "hyperfleet/agent/script_runner.h"
 #include "hyperfleet/http/http_client.h"
 
+namespace hf::data {
+extern const std::string_view kReloadSlurmctld;  // data/slurm/reload-slurmctld.sh, embedded
+}  // namespace hf::data
+
 namespace hf::agent {
 namespace {
 
@@ -731,10 +735,13 @@ std::vector<std::string_view> RestartLines(std::string_view conf) {
 }
 
 // Runs `script` with /bin/sh as root on the node, logging its output; false on failure.
-bool RunNodeShell(const std::string& script, const Clock& clock) {
+// `args` are the script's $1, $2...
+bool RunNodeShell(const std::string& script, const Clock& clock,
+                  const std::vector<std::string>& args = {}) {
   ScriptSpec spec;
   spec.path = "/bin/sh";
-  spec.argv = {"sh", "-c", script};
+  spec.argv = {"sh", "-c", script, "sh"};  // the last one is $0
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.working_directory = "/";
   spec.environment = {"PATH=/opt/slurm/bin:/opt/slurm/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
                       "HOME=/root"};
@@ -759,33 +766,8 @@ std::set<std::string> SlurmNodeNames(std::string_view conf) {
 bool ReloadSlurmOnNode(SlurmReload reload, std::string_view before, std::string_view after,
                        const Clock& clock) {
   if (reload == SlurmReload::kNone) return true;
-  // Only where the lifecycle scripts set slurmctld up. A slurmctld that died is started
-  // again; scontrol reconfigure then pushes the file to every configless slurmd.
-  std::string script =
-      "systemctl is-enabled --quiet slurmctld || exit 0\n"
-      "restart=" + std::string(reload == SlurmReload::kRestart ? "1" : "0") + "\n"
-      "systemctl is-active --quiet slurmctld || restart=1\n"
-      "if [ $restart = 1 ]; then\n";
-  // Nodes leaving the cluster go DOWN first, so that their jobs end (or requeue) now
-  // instead of waiting in COMPLETING for nodes that no longer exist.
-  std::vector<std::string> removed;
-  const auto now_names = SlurmNodeNames(after);
-  for (const auto& name : SlurmNodeNames(before)) {
-    if (!now_names.count(name)) removed.push_back(name);
-  }
-  if (!removed.empty()) {
-    script += "  systemctl is-active --quiet slurmctld && scontrol update NodeName=" +
-              absl::StrJoin(removed, ",") +
-              " State=DOWN Reason='removed from the cluster' || true\n";
-  }
-  script +=
-      "  systemctl restart slurmctld\n"
-      "  i=0; until scontrol ping >/dev/null 2>&1; do i=$((i+1)); "
-      "[ $i -gt 100 ] && { echo 'slurmctld did not answer after its restart'; exit 1; }; "
-      "sleep 0.2; done\n"
-      "fi\n"
-      "scontrol reconfigure\n";
-  const bool ok = RunNodeShell(script, clock);
+  const bool ok = RunNodeShell(std::string(SlurmReloadProgram()), clock,
+                               SlurmReloadArguments(reload, before, after));
   spdlog::info("slurm.conf changed: {}{}",
                reload == SlurmReload::kRestart ? "restarted slurmctld and reconfigured"
                                                : "reconfigured",
@@ -910,6 +892,18 @@ std::string SlurmMarkCommands(const json& marks, const json& nodes) {
     }
   }
   return script;
+}
+
+std::string_view SlurmReloadProgram() { return data::kReloadSlurmctld; }
+
+std::vector<std::string> SlurmReloadArguments(SlurmReload reload, std::string_view before,
+                                              std::string_view after) {
+  std::vector<std::string> args = {reload == SlurmReload::kRestart ? "restart" : "reconfigure"};
+  const auto now_names = SlurmNodeNames(after);
+  for (const auto& name : SlurmNodeNames(before)) {
+    if (!now_names.count(name)) args.push_back(name);
+  }
+  return args;
 }
 
 SlurmReload SlurmReloadFor(std::string_view before, std::string_view after) {

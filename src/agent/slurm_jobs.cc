@@ -19,6 +19,10 @@
 #include "hyperfleet/agent/agent.h"
 #include "spdlog/spdlog.h"
 
+namespace hf::data {
+extern const std::string_view kSlurmJobsQuery;  // data/slurm/query-jobs.sh, embedded
+}  // namespace hf::data
+
 namespace hf::agent {
 namespace {
 
@@ -54,16 +58,7 @@ bool HeldPending(const std::string& state, const std::string& reason) {
 
 }  // namespace
 
-std::string SlurmJobsQuery() {
-  // -O (not -o): only the long format has AdminComment. Width 0 prints a field whole. An
-  // AdminComment is free text (an operator's may hold '|' or a newline): the fields are
-  // separated by \037 and each job ends with \036 before squeue's newline, characters no
-  // Slurm name and no sensible comment holds, and the comment comes last.
-  return "s=$(printf '\\037'); e=$(printf '\\036'); "
-         "squeue -h -a -O \"JobArrayID:0$s,Account:0$s,QOS:0$s,Partition:0$s,NumNodes:0$s,"
-         "MaxNodes:0$s,State:0$s,SubmitTime:0$s,Reason:0$s,admin_comment:0$e\" && "
-         "echo '#partitions' && sinfo -h -N -o '%N|%R'";
-}
+std::string SlurmJobsQuery() { return std::string(data::kSlurmJobsQuery); }
 
 json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts) {
   constexpr char kField = '\037';

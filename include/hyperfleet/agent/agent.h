@@ -36,6 +36,16 @@ enum class SlurmReload { kNone, kReconfigure, kRestart };
 /// nothing runs yet to reload). Pure.
 SlurmReload SlurmReloadFor(std::string_view before, std::string_view after);
 
+/// The program that applies a reload on the controller node: data/slurm/reload-slurmctld.sh,
+/// embedded at build time, run with /bin/sh as root with SlurmReloadArguments' arguments.
+std::string_view SlurmReloadProgram();
+
+/// SlurmReloadProgram()'s arguments for `reload` (not kNone) from slurm.conf `before` to
+/// `after`: "restart" or "reconfigure", then the names of the nodes `before` defines and
+/// `after` no longer does (in name order). Pure.
+std::vector<std::string> SlurmReloadArguments(SlurmReload reload, std::string_view before,
+                                              std::string_view after);
+
 /// Configuration and tunables of one agent.
 struct AgentOptions {
   std::string url;          ///< HF_AGENT_URL, e.g. "http://10.224.4.1:9081"

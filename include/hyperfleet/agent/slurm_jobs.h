@@ -42,7 +42,8 @@ inline constexpr char kMarkReleased[] = "hyperfleet-released";
 /// job id, account, QOS, partition, nodes, max nodes, state, submit time, reason,
 /// AdminComment; \037 between fields, \036 and a newline after each job, so that an
 /// operator's comment holding '|' or newlines stays in its own job), a "#partitions" line,
-/// then each node's partitions (`sinfo -h -N -o '%N|%R'`).
+/// then each node's partitions (`sinfo -h -N -o '%N|%R'`). The program is
+/// data/slurm/query-jobs.sh, embedded at build time.
 std::string SlurmJobsQuery();
 
 /// Parses SlurmJobsQuery() output into the heartbeat's "slurm_jobs":

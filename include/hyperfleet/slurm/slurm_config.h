@@ -80,7 +80,8 @@ std::string RenderEmulatedGpusDropIn(int gpus);
 /// pass. A missing list governs nothing. Its slurm_job_modify refuses a priority other than 0
 /// (a release) of a held job marked hyperfleet-governed or hyperfleet-held unless the caller
 /// is root or SlurmUser ("slurm"), with Slurm 22.05's ESLURM_JOB_HELD. Task governance:
-/// docs/governance.md "On Slurm".
+/// docs/governance.md "On Slurm". The program is data/slurm/job_submit.lua, embedded at
+/// build time (no substitutions).
 std::string RenderJobSubmitLua();
 
 }  // namespace hf::slurm
