@@ -6,7 +6,8 @@ function(hf_warnings target)
 endfunction()
 
 # hf_add_library(<name> SOURCES ... DEPS ...): one static library per area; DEPS are
-# the allowed dependencies of that area (see docs/architecture.md).
+# the allowed dependencies of that area (docs/architecture.md; tests/tools/check_layering.py
+# checks them and the #includes).
 function(hf_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})

@@ -31,6 +31,7 @@
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/control/governance_loop.h"
 #include "hyperfleet/http/http_server.h"
+#include "hyperfleet/jobsapi/jobs_service.h"
 #include "hyperfleet/logs/log_operations.h"
 #include "hyperfleet/logs/log_store.h"
 #include "hyperfleet/model/instance_catalog.h"
@@ -295,7 +296,7 @@ Status RunServer(const ServerFlags& flags) {
   logs_config.account_id = flags.account_id;
   logs::LogOperations log_operations(*log_store, logs_config);
   handler.addService(log_operations);
-  control::JobsService jobs_service(*store, governance_loop);  // hyperfleet jobs why
+  jobsapi::JobsService jobs_service(*store, governance_loop);  // hyperfleet jobs why
   handler.addService(jobs_service);
 
   http::HttpServerOptions http_options;

@@ -10,13 +10,11 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/governance/engine.h"
 #include "hyperfleet/model/governance.h"
-#include "hyperfleet/model/service_model.h"
 #include "spdlog/spdlog.h"
 
 namespace hf::control {
@@ -688,49 +686,6 @@ StatusOr<json> GovernanceLoop::why(const std::string& cluster_id, uint64_t id) c
                                  ? std::string()
                                  : ", " + std::string(PhaseName(job.phase)),
                              "\n");
-  return out;
-}
-
-namespace {
-
-constexpr std::string_view kJobsModel = R"({
-  "version": "2.0",
-  "metadata": {"apiVersion": "2026-11-30", "protocol": "json", "jsonVersion": "1.1",
-               "targetPrefix": "Hyperfleet", "signingName": "sagemaker"},
-  "operations": {
-    "DescribeJobAdmission": {"name": "DescribeJobAdmission",
-                             "input": {"shape": "DescribeJobAdmissionRequest"},
-                             "output": {"shape": "DescribeJobAdmissionResponse"}}
-  },
-  "shapes": {
-    "DescribeJobAdmissionRequest": {"type": "structure", "required": ["ClusterName", "JobId"],
-      "members": {"ClusterName": {"shape": "ClusterNameOrArn"}, "JobId": {"shape": "JobId"}}},
-    "DescribeJobAdmissionResponse": {"type": "structure", "members": {}},
-    "ClusterNameOrArn": {"type": "string", "min": 1, "max": 256},
-    "JobId": {"type": "string", "min": 1, "max": 20, "pattern": "[0-9]+"}
-  }
-})";
-
-}  // namespace
-
-JobsService::JobsService(store::Store& store, const GovernanceLoop& loop)
-    : store_(store), loop_(loop) {
-  auto parsed = model::ServiceModel::FromJson(kJobsModel);
-  if (!parsed.ok()) std::abort();  // a constant, covered by the unit tests
-  model_ = *parsed;
-}
-
-StatusOr<json> JobsService::call(std::string_view op, const json& input) {
-  if (op != "DescribeJobAdmission") {
-    return absl::UnimplementedError(absl::StrCat("Hyperfleet.", std::string(op), " is not implemented"));
-  }
-  uint64_t id = 0;
-  if (!absl::SimpleAtoi(input.value("JobId", ""), &id)) {
-    return absl::InvalidArgumentError("JobId must be a Slurm job id (digits)");
-  }
-  HF_ASSIGN_OR_RETURN(model::Cluster cluster, store_.cluster(input.value("ClusterName", "")));
-  HF_ASSIGN_OR_RETURN(json out, loop_.why(cluster.id, id));
-  out["ClusterName"] = cluster.name;
   return out;
 }
 

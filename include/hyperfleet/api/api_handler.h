@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hyperfleet/api/cluster_operations.h"
+#include "hyperfleet/api/json_service.h"
 #include "hyperfleet/auth/sigv4.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
@@ -15,24 +16,6 @@
 #include "hyperfleet/model/service_model.h"
 
 namespace hf::api {
-
-/// Another AWS JSON 1.1 service served on the same endpoint (e.g. the CloudWatch Logs subset,
-/// hf_logs' LogOperations). The handler authenticates with the service's signing name,
-/// validates input against its model and tags model violations with its error type.
-class JsonService {
- public:
-  virtual ~JsonService() = default;
-  /// X-Amz-Target prefix before the '.', e.g. "Logs_20140328".
-  virtual std::string_view targetPrefix() const = 0;
-  /// SigV4 signing name (credential scope service), e.g. "logs".
-  virtual std::string_view signingName() const = 0;
-  /// The service model that requests are validated against.
-  virtual const model::ServiceModel& model() const = 0;
-  /// The AWS error type of model violations, e.g. "InvalidParameterException".
-  virtual std::string_view validationErrorType() const = 0;
-  /// Runs operation `op` (defined by the model) on a validated, pruned input. Thread-safe.
-  virtual StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) = 0;
-};
 
 /// More SageMaker operations served beside ClusterOperations (e.g. GovernanceOperations).
 /// Requests reach them validated against the SageMaker model and pruned to it.

@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hyperfleet/api/api_handler.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/model/instance_catalog.h"
@@ -67,26 +66,6 @@ class GovernanceLoop {
 
   mutable std::mutex mu_;  ///< guards clusters_ only; each ClusterState has its own lock
   mutable std::map<std::string, std::shared_ptr<ClusterState>> clusters_;  ///< by cluster id
-};
-
-/// `hyperfleet jobs why` on the API endpoint: a small AWS JSON 1.1 service, target prefix
-/// "Hyperfleet" (X-Amz-Target: Hyperfleet.DescribeJobAdmission), signed for "sagemaker".
-/// DescribeJobAdmission {"ClusterName" (name or ARN), "JobId" (Slurm job id, a string of
-/// digits)} returns GovernanceLoop::why plus "ClusterName". Errors: ResourceNotFound for an
-/// unknown cluster or job, ValidationException for a JobId that is not a number.
-class JobsService final : public api::JsonService {
- public:
-  JobsService(store::Store& store, const GovernanceLoop& loop);
-  std::string_view targetPrefix() const override { return "Hyperfleet"; }
-  std::string_view signingName() const override { return "sagemaker"; }
-  const model::ServiceModel& model() const override { return *model_; }
-  std::string_view validationErrorType() const override { return "ValidationException"; }
-  StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) override;
-
- private:
-  store::Store& store_;
-  const GovernanceLoop& loop_;
-  std::shared_ptr<const model::ServiceModel> model_;
 };
 
 }  // namespace hf::control

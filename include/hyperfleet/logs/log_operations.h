@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hyperfleet/api/api_handler.h"
+#include "hyperfleet/api/json_service.h"
 #include "hyperfleet/logs/log_store.h"
 #include "hyperfleet/model/service_model.h"
 
