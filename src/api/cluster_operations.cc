@@ -16,6 +16,7 @@ namespace {
 using Json = nlohmann::json;
 namespace cs = model::cluster_status;
 namespace is = model::instance_status;
+using Action = model::NodeRecoveryRequest::Action;
 
 /// A ValidationException for a HyperPod rule that the model cannot express.
 Status RuleViolation(std::string message) { return absl::InvalidArgumentError(message); }
@@ -552,7 +553,7 @@ StatusOr<nlohmann::json> ClusterOperations::deleteCluster(const Json& in) {
 // ---- Nodes --------------------------------------------------------------------------------
 
 nlohmann::json ClusterOperations::nodeSummary(const model::Node& n) const {
-  Json status = {{"Status", n.status}};
+  Json status = {{"Status", model::ToString(n.status)}};
   if (!n.message.empty()) status["Message"] = n.message;
   Json s = {{"InstanceGroupName", n.group},
             {"InstanceId", n.instance_id},
@@ -708,34 +709,33 @@ StatusOr<nlohmann::json> ClusterOperations::requestRecovery(const Json& in,
              absl::StrCat("Node ", key, " not found in cluster ", c.name));
         return;
       }
-      if (n->recovery.is_object() || done.count(n->instance_id)) {
-        fail("InstanceIdInUse",
-             absl::StrCat("Node ", key, " already has a ",
-                          n->recovery.value("Action", action) == "Reboot" ? "reboot"
-                                                                          : "replacement",
-                          " in progress"));
+      if (n->recovery || done.count(n->instance_id)) {
+        const bool reboot = n->recovery ? n->recovery->action == Action::kReboot
+                                        : action == "Reboot";
+        fail("InstanceIdInUse", absl::StrCat("Node ", key, " already has a ",
+                                             reboot ? "reboot" : "replacement", " in progress"));
         return;
       }
       // As on HyperPod, a failed node is what these operations are for; only nodes in the
       // middle of a change (Pending, ShuttingDown) must wait.
       const bool failed_node = n->status == is::kFailure;
       if (n->status != is::kRunning && !failed_node) {
-        fail("InvalidInstanceStatus", absl::StrCat("Node ", key, " is ", n->status,
-                                                   "; only Running or Failure nodes can be ",
-                                                   action == "Reboot" ? "rebooted" : "replaced",
-                                                   ". Wait for the change to finish."));
+        fail("InvalidInstanceStatus",
+             absl::StrCat("Node ", key, " is ", model::ToString(n->status),
+                          "; only Running or Failure nodes can be ",
+                          action == "Reboot" ? "rebooted" : "replaced",
+                          ". Wait for the change to finish."));
         return;
       }
       done.insert(n->instance_id);
       model::Node updated = *n;
-      updated.recovery = {{"Action", action},
-                          {"Reason", absl::StrCat("requested by ", api)},
-                          {"RequestedAt", ToEpochSeconds(clock_.now())}};
       // A failed node cannot be asked to shut down or reboot: power-cycle or kill it.
-      if (failed_node) updated.recovery["Hard"] = true;
+      updated.recovery = model::NodeRecoveryRequest{
+          action == "Reboot" ? Action::kReboot : Action::kReplace,
+          absl::StrCat("requested by ", api), clock_.now(), /*hard=*/failed_node};
       // A reported fault (NodeRecovery None, a failed replacement waiting for its retry) is
       // answered by this request.
-      updated.fault = Json();
+      updated.fault.reset();
       updated.status = is::kPending;
       updated.message = absl::StrCat(action == "Reboot" ? "Reboot" : "Replacement",
                                      " requested by ", api);
@@ -808,11 +808,9 @@ StatusOr<nlohmann::json> ClusterOperations::batchAddClusterNodes(const Json& in)
         n.status = is::kPending;
         n.launch_time = clock_.now();
         n.lifecycle = g->spec.value("LifeCycleConfig", Json());
-        for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {
-          if (g->spec.contains(key)) n.spec_extras[key] = g->spec[key];
-        }
+        n.spec_extras = model::NodeSpecMembers(*g);
         ok.push_back({{"NodeLogicalId", n.logical_id}, {"InstanceGroupName", g->name},
-                      {"Status", is::kPending}});
+                      {"Status", model::ToString(is::kPending)}});
         batch.nodes.push_back({std::move(n), store::kMustNotExist, false});
       }
       added_total += increment;

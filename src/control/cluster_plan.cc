@@ -17,13 +17,10 @@ namespace cs = model::cluster_status;
 namespace is = model::instance_status;
 using nlohmann::json;
 using provider::InstanceState;
-
-/// spec_extras key of a node that replaces a failed one under Continuous provisioning.
-constexpr const char* kRetryOf = "RetryOf";
-/// spec_extras keys of a node that replaces another (node recovery): the predecessor's
-/// instance id, and the address it takes over.
-constexpr const char* kReplacementOf = "ReplacementOf";
-constexpr const char* kPrivateIp = "PrivateIp";
+using Request = model::NodeRecoveryRequest;
+using Action = Request::Action;
+using Source = Request::Source;
+using FaultKind = model::NodeFault::Kind;
 
 /// Working state of one planning pass: node records as they will be after the plan.
 struct Work {
@@ -50,7 +47,7 @@ struct Work {
          std::move(instance_id), std::move(metadata)}));
   }
 
-  void setStatus(size_t i, const char* status, std::string message = "") {
+  void setStatus(size_t i, model::InstanceStatus status, std::string message = "") {
     if (nodes[i].status == status && nodes[i].message == message) return;
     nodes[i].status = status;
     nodes[i].message = std::move(message);
@@ -69,8 +66,7 @@ struct Work {
 
   provider::InstanceSpec specFor(const model::Node& n) const {
     return provider::InstanceSpec{n.instance_id, cluster.id, cluster.name, n.group,
-                                  n.instance_type, n.lifecycle,
-                                  n.spec_extras.value(kPrivateIp, std::string())};
+                                  n.instance_type, n.lifecycle, n.marks.requested_ip};
   }
 
   /// Adds a node to group `g`; `retry_of` names the failed instance it replaces
@@ -85,10 +81,8 @@ struct Work {
     n.status = is::kPending;
     n.launch_time = now;
     n.lifecycle = g.spec.value("LifeCycleConfig", json());
-    for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {
-      if (g.spec.contains(key)) n.spec_extras[key] = g.spec[key];
-    }
-    if (!retry_of.empty()) n.spec_extras[kRetryOf] = retry_of;
+    n.spec_extras = model::NodeSpecMembers(g);
+    n.marks.retry_of = retry_of;
     plan.launches.push_back(specFor(n));
     nodes.push_back(std::move(n));
     dirty.push_back(true);
@@ -107,7 +101,13 @@ void FailNode(Work& w, size_t i, const std::string& message) {
 }
 
 /// Whether node `n` is a Continuous-mode retry of a failed instance.
-bool IsRetry(const model::Node& n) { return n.spec_extras.contains(kRetryOf); }
+bool IsRetry(const model::Node& n) { return !n.marks.retry_of.empty(); }
+
+/// Ends node `n`'s recovery (done, failed or handed over to a replacement).
+void EndRecovery(model::Node& n) {
+  n.recovery.reset();
+  n.recovery_progress = {};
+}
 
 /// Reflects what the provider reports into the node records (passive transitions).
 void Observe(Work& w) {
@@ -123,7 +123,7 @@ void Observe(Work& w) {
       continue;
     }
     if (!o) {
-      const std::string pred = n.spec_extras.value(kReplacementOf, std::string());
+      const std::string& pred = n.marks.replacement_of;
       if (n.status == is::kPending && !pred.empty() && by_id.count(pred)) {
         continue;  // a replacement starts once its predecessor has released the address
       }
@@ -146,7 +146,7 @@ void Observe(Work& w) {
       case InstanceState::kPending:
         break;
       case InstanceState::kRunning:
-        if (n.recovery.is_object()) break;  // Recover() decides
+        if (n.recovery) break;  // Recover() decides
         if (w.snap.lifecycle_by_agent && n.status == is::kPending) {
           if (n.lifecycle_state == model::lifecycle_state::kFailed) {
             FailNode(w, i, n.lifecycle_message);
@@ -175,7 +175,7 @@ void Observe(Work& w) {
         }
         break;
       case InstanceState::kFailed:
-        if (n.recovery.is_object()) break;  // Recover() decides (a hard reboot brings it back)
+        if (n.recovery) break;  // Recover() decides (a hard reboot brings it back)
         if (w.snap.lifecycle_by_agent && n.status == is::kRunning) break;  // Detect() decides
         if (n.status != is::kFailure) FailNode(w, i, o->message);
         break;
@@ -203,24 +203,26 @@ void Recover(Work& w) {
   for (const auto& o : w.snap.instances) by_id[o.instance_id] = &o;
   const size_t count = w.nodes.size();  // replacements are appended
   for (size_t i = 0; i < count; ++i) {
-    if (!w.nodes[i].recovery.is_object() || !IsLive(w.nodes[i])) continue;
+    if (!w.nodes[i].recovery || !IsLive(w.nodes[i])) continue;
     const model::Node n = w.nodes[i];
-    std::string action = n.recovery.value("Action", "");
-    const std::string reason = n.recovery.value("Reason", "");
+    const Request& request = *n.recovery;
+    const model::RecoveryProgress& progress = n.recovery_progress;
+    const std::string& reason = request.reason;
+    Action action = progress.reboot_instead ? Action::kReboot : request.action;
     auto it = by_id.find(n.instance_id);
     const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
-    if (action == "Replace" && !w.snap.controller_group.empty() &&
+    if (action == Action::kReplace && !w.snap.controller_group.empty() &&
         n.group == w.snap.controller_group) {
       // As on HyperPod: a controller keeps its disk (slurmctld's state, accounting).
-      action = "Reboot";
-      w.nodes[i].recovery["Action"] = "Reboot";
+      action = Action::kReboot;
+      w.nodes[i].recovery_progress.reboot_instead = true;
       w.dirty[i] = true;
       w.event("Instance", "Info",
               absl::StrCat("Instance ", n.instance_id, " runs the Slurm controller: it is "
                            "rebooted instead of replaced"),
               n.group, n.instance_id);
     }
-    if (action == "Replace") {
+    if (action == Action::kReplace) {
       model::Node r;
       r.cluster_id = n.cluster_id;
       r.instance_id = w.ids.instanceId();
@@ -239,10 +241,11 @@ void Recover(Work& w) {
       // The bundle captured when the group was last declared, as HyperPod re-runs it.
       r.lifecycle = g ? g->spec.value("LifeCycleConfig", n.lifecycle) : n.lifecycle;
       r.spec_extras = n.spec_extras;
-      r.spec_extras.erase(kRetryOf);
-      r.spec_extras[kReplacementOf] = n.instance_id;
-      r.spec_extras["SlurmDownPending"] = true;
-      if (!n.private_ip.empty()) r.spec_extras[kPrivateIp] = n.private_ip;
+      r.marks = n.marks;
+      r.marks.retry_of.clear();
+      r.marks.replacement_of = n.instance_id;
+      r.marks.slurm_down_pending = true;
+      if (!n.private_ip.empty()) r.marks.requested_ip = n.private_ip;
       w.event("Instance", "Info",
               absl::StrCat("Replacing instance ", n.instance_id, " with ", r.instance_id,
                            " (same NodeLogicalId ", n.logical_id,
@@ -250,39 +253,32 @@ void Recover(Work& w) {
                            ")", reason.empty() ? "" : absl::StrCat(": ", reason)),
               n.group, n.instance_id,
               json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Replace"}}}});
-      w.nodes[i].recovery = json();
-      w.shutDown(i, absl::StrCat("replaced by ", r.instance_id), n.recovery.value("Hard", false));
+      EndRecovery(w.nodes[i]);
+      w.shutDown(i, absl::StrCat("replaced by ", r.instance_id), request.hard);
       // Launched by Observe() on a later pass, once the predecessor is gone.
       w.nodes.push_back(std::move(r));
       w.dirty.push_back(true);
       w.expected.push_back(store::kMustNotExist);
       continue;
     }
-    if (action != "Reboot") {
-      w.nodes[i].recovery = json();  // unknown: dropped, so it cannot wedge the node
-      w.dirty[i] = true;
-      continue;
-    }
-    const double requested = n.recovery.value("RequestedAt", 0.0);
-    const bool hard = n.recovery.value("Hard", false);
-    if (!n.recovery.value("Started", false)) {
+    if (!progress.started_at) {
       if (!o) {
-        w.nodes[i].recovery = json();
+        EndRecovery(w.nodes[i]);
         FailNode(w, i, "The instance no longer exists and cannot be rebooted.");
         continue;
       }
       // A soft reboot needs a running system to ask; a power cycle does not.
-      if (!hard && o->state != InstanceState::kRunning) continue;  // once it runs
-      (hard ? w.plan.hard_reboots : w.plan.reboots).push_back(n.instance_id);
+      if (!request.hard && o->state != InstanceState::kRunning) continue;  // once it runs
+      (request.hard ? w.plan.hard_reboots : w.plan.reboots).push_back(n.instance_id);
       // The boot it must leave: boot times are only as exact as the kernel's boot second,
-      // so "later than the request" alone misses a reboot that takes under a second.
-      w.nodes[i].recovery["BootTimeBefore"] =
-          o->state == InstanceState::kRunning ? ToEpochSeconds(o->boot_time) : 0.0;
-      w.nodes[i].recovery["Started"] = true;
-      w.nodes[i].recovery["RequestedAt"] = ToEpochSeconds(w.now);
-      w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
+      // so "later than the start" alone misses a reboot that takes under a second.
+      model::RecoveryProgress& started = w.nodes[i].recovery_progress;
+      started.boot_time_before =
+          o->state == InstanceState::kRunning ? o->boot_time : SystemTime{};
+      started.started_at = w.now;
+      started.asked_at = w.now;
       w.nodes[i].recovered_at = w.now;
-      w.nodes[i].spec_extras["SlurmDownPending"] = true;
+      w.nodes[i].marks.slurm_down_pending = true;
       w.setStatus(i, is::kPending,
                   absl::StrCat("Rebooting", reason.empty() ? "" : absl::StrCat(": ", reason)));
       w.dirty[i] = true;
@@ -293,28 +289,29 @@ void Recover(Work& w) {
               json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Reboot"}}}});
       continue;
     }
+    const SystemTime started_at = *progress.started_at;
     const bool new_boot =
         o && o->state == InstanceState::kRunning &&
-        (o->boot_time > FromEpochSeconds(requested) ||
-         (n.recovery.contains("BootTimeBefore") && o->boot_time != SystemTime{} &&
-          std::abs(ToEpochSeconds(o->boot_time) - n.recovery.value("BootTimeBefore", 0.0)) > 0.005));
+        (o->boot_time > started_at ||
+         (progress.boot_time_before && o->boot_time != SystemTime{} &&
+          std::abs(ToEpochSeconds(o->boot_time) - ToEpochSeconds(*progress.boot_time_before)) >
+              0.005));
     if (new_boot) {
-      w.nodes[i].recovery = json();
+      EndRecovery(w.nodes[i]);
       w.setStatus(i, is::kRunning);
       w.dirty[i] = true;
       w.event("Instance", "Info", absl::StrCat("Instance ", n.instance_id, " rebooted"),
               n.group, n.instance_id);
     } else if (o && o->state == InstanceState::kRunning &&
-               w.now - FromEpochSeconds(n.recovery.value("AskedAt", requested)) >
-                   std::chrono::seconds(30) &&
-               w.now - FromEpochSeconds(requested) <= w.snap.reboot_timeout) {
+               w.now - progress.asked_at.value_or(started_at) > std::chrono::seconds(30) &&
+               w.now - started_at <= w.snap.reboot_timeout) {
       // Still up on its old boot: the request was lost (e.g. a restart between the commit
       // and the provider call) or the system ignored it (hung). Power-cycle it.
       w.plan.hard_reboots.push_back(n.instance_id);
-      w.nodes[i].recovery["AskedAt"] = ToEpochSeconds(w.now);
+      w.nodes[i].recovery_progress.asked_at = w.now;
       w.dirty[i] = true;
-    } else if (w.now - FromEpochSeconds(requested) > w.snap.reboot_timeout) {
-      w.nodes[i].recovery = json();
+    } else if (w.now - started_at > w.snap.reboot_timeout) {
+      EndRecovery(w.nodes[i]);
       w.dirty[i] = true;
       FailNode(w, i,
                absl::StrCat("The instance did not come back within ",
@@ -327,14 +324,6 @@ void Recover(Work& w) {
 
 // ---- node health (docs/resiliency.md) ----
 
-constexpr const char* kReplaceAttempt = "ReplaceAttempt";
-/// spec_extras key of a node recovered (replacement, or rebooted node) whose Slurm node has
-/// not yet been seen DOWN: it stays marked down until Slurm confirms, so that the jobs of
-/// the faulty node end (and requeue) even when the recovery outruns the mark.
-constexpr const char* kSlurmDownPending = "SlurmDownPending";
-/// spec_extras key: the Slurm DOWN reasons the planner set for this node's name (the last
-/// few); only those are lifted when the node is back, never a mark someone else set.
-constexpr const char* kSlurmDownReasons = "SlurmDownReasons";
 constexpr const char* kActionReplace = "Action:Replace";
 constexpr const char* kActionReboot = "Action:Reboot";
 constexpr const char* kOurReasonPrefix = "Hyperfleet:";
@@ -370,11 +359,25 @@ const SlurmNodeState* SlurmNode(const Work& w, const std::string& hostname) {
 
 /// What Detect() found wrong with a node.
 struct Finding {
-  std::string kind;     ///< Dead | Unresponsive | HardwareFault | SoftwareFault | Requested
-  std::string action;   ///< Replace | Reboot
+  Source source;        ///< a fault kind, or kSlurmAction (a user's request through Slurm)
+  Action action;
   std::string message;  ///< what was seen
   bool hard = false;    ///< the node cannot be asked (dead or hung): power-cycle, kill
 };
+
+/// The fault a finding reports; nullopt for a request through Slurm.
+std::optional<FaultKind> FaultOf(Source source) {
+  switch (source) {
+    case Source::kDead: return FaultKind::kDead;
+    case Source::kUnresponsive: return FaultKind::kUnresponsive;
+    case Source::kHardwareFault: return FaultKind::kHardwareFault;
+    case Source::kSoftwareFault: return FaultKind::kSoftwareFault;
+    case Source::kReplacementFailed: return FaultKind::kReplacementFailed;
+    case Source::kApi:
+    case Source::kSlurmAction: return std::nullopt;
+  }
+  return std::nullopt;
+}
 
 /// The failing checks of a health report, "check: message; ...".
 std::string FailingChecks(const json& health, const char* severity) {
@@ -406,7 +409,7 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
   std::optional<Finding> found;
   if (w.snap.lifecycle_by_agent) {
     if (!o || o->state == InstanceState::kFailed) {
-      return Finding{"Dead", "Replace",
+      return Finding{Source::kDead, Action::kReplace,
                      o ? absl::StrCat("The instance stopped: ", o->message)
                        : "The instance is no longer reported by its provider.",
                      true};
@@ -415,7 +418,7 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
     auto it = w.snap.liveness.find(n.instance_id);
     const SystemTime last = LastHeard(w, n, *o);
     if (w.now - last > w.snap.liveness_policy.unresponsive_after && !silence_is_not_the_nodes) {
-      return Finding{"Unresponsive", "Replace",
+      return Finding{Source::kUnresponsive, Action::kReplace,
                      absl::StrCat("No heartbeat from the node agent for ", Seconds(w.now - last),
                                   " s while the instance runs (hung)."),
                      true};
@@ -426,10 +429,10 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
       if (FromEpochSeconds(checked) > since) {
         const std::string verdict = h.value("verdict", "");
         if (verdict == "hard_fault") {
-          found = Finding{"HardwareFault", "Replace",
+          found = Finding{Source::kHardwareFault, Action::kReplace,
                           absl::StrCat("Health check: ", FailingChecks(h, "hard_fault")), false};
         } else if (verdict == "soft_fault") {
-          found = Finding{"SoftwareFault", "Reboot",
+          found = Finding{Source::kSoftwareFault, Action::kReboot,
                           absl::StrCat("Health check: ", FailingChecks(h, "soft_fault")), false};
         }
       }
@@ -444,8 +447,8 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
     if ((s->reason == kActionReplace || s->reason == kActionReboot) &&
         (base == "down" || (base == "fail" && s->alloc_cpus == 0)) && s->reason_time > since) {
       const bool replace = s->reason == kActionReplace;
-      if (replace || !found || found->action != "Replace") {
-        found = Finding{"Requested", replace ? "Replace" : "Reboot",
+      if (replace || !found || found->action != Action::kReplace) {
+        found = Finding{Source::kSlurmAction, replace ? Action::kReplace : Action::kReboot,
                         absl::StrCat("Slurm node ", s->name, " was set ", base, " with reason \"",
                                      s->reason, "\""),
                         false};
@@ -455,11 +458,10 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
   return found;
 }
 
-std::string RecoveryMode(const model::Cluster& c) {
-  if (c.spec.is_object() && c.spec.contains("NodeRecovery") && c.spec["NodeRecovery"].is_string()) {
-    return c.spec["NodeRecovery"].get<std::string>();
-  }
-  return "Automatic";  // the service model's default
+/// NodeRecovery Automatic (the service model's default) rather than None.
+bool AutomaticRecovery(const model::Cluster& c) {
+  auto it = c.spec.find("NodeRecovery");
+  return it == c.spec.end() || !it->is_string() || *it != "None";
 }
 
 /// Finds faulty nodes and starts their recovery (or only reports them, NodeRecovery None).
@@ -472,7 +474,7 @@ void Detect(Work& w) {
     if (!w.snap.lifecycle_by_agent) return;
     for (size_t i = 0; i < w.nodes.size(); ++i) {
       const model::Node& n = w.nodes[i];
-      if (n.status != is::kRunning || n.recovery.is_object()) continue;
+      if (n.status != is::kRunning || n.recovery) continue;
       auto it = by_id.find(n.instance_id);
       if (it == by_id.end()) {
         FailNode(w, i, "The instance is no longer reported by its provider.");
@@ -482,14 +484,14 @@ void Detect(Work& w) {
     }
     return;
   }
-  const bool automatic = RecoveryMode(w.cluster) != "None";
+  const bool automatic = AutomaticRecovery(w.cluster);
   // Many nodes falling silent at once points at the control plane or the network (a
   // stalled host, a partition), not at that many hung nodes: then silence alone replaces
   // nothing (Kubernetes' node lifecycle controller reasons the same way). Dead nodes and
   // health reports are still acted on.
   int running = 0, silent = 0;
   for (const auto& n : w.nodes) {
-    if (n.status != is::kRunning || n.recovery.is_object()) continue;
+    if (n.status != is::kRunning || n.recovery) continue;
     auto it = by_id.find(n.instance_id);
     if (it == by_id.end() || it->second->state != InstanceState::kRunning) continue;
     ++running;
@@ -504,23 +506,20 @@ void Detect(Work& w) {
   }
   for (size_t i = 0; i < w.nodes.size(); ++i) {
     model::Node& n = w.nodes[i];
-    if (!IsLive(n) || n.recovery.is_object()) continue;
+    if (!IsLive(n) || n.recovery) continue;
     auto it = by_id.find(n.instance_id);
     const provider::InstanceObservation* o = it == by_id.end() ? nullptr : it->second;
-    const bool reported = n.fault.is_object() && n.fault.value("Kind", "") != "ReplacementFailed";
+    const bool reported = n.fault && n.fault->kind != FaultKind::kReplacementFailed;
     if (n.status == is::kFailure && !reported) {
       // Retry a replacement whose lifecycle scripts failed (not under Continuous provisioning,
       // where Scale() replaces failed instances itself).
-      if (!n.spec_extras.contains(kReplacementOf) || w.cluster.continuous()) continue;
-      if (!n.fault.is_object()) {
-        const int attempt = n.spec_extras.value(kReplaceAttempt, 1);
+      if (n.marks.replacement_of.empty() || w.cluster.continuous()) continue;
+      if (!n.fault) {
+        const int attempt = n.marks.replace_attempt;
         Duration delay = w.snap.liveness_policy.retry_delay;
         for (int k = 1; k < attempt && delay < w.snap.liveness_policy.max_retry_delay; ++k) delay *= 2;
         delay = std::min(delay, w.snap.liveness_policy.max_retry_delay);
-        n.fault = json{{"Kind", "ReplacementFailed"},
-                       {"Message", n.message},
-                       {"DetectedAt", ToEpochSeconds(w.now)},
-                       {"RetryAt", ToEpochSeconds(w.now + delay)}};
+        n.fault = model::NodeFault{FaultKind::kReplacementFailed, n.message, w.now, w.now + delay};
         w.dirty[i] = true;
         w.event("Instance", "Warn",
                 absl::StrCat("Replacement instance ", n.instance_id, " failed (attempt ", attempt,
@@ -528,74 +527,68 @@ void Detect(Work& w) {
                 n.group, n.instance_id);
         continue;
       }
-      if (n.fault.value("Kind", "") == "ReplacementFailed" &&
-          w.now >= FromEpochSeconds(n.fault.value("RetryAt", 0.0))) {
-        n.spec_extras[kReplaceAttempt] = n.spec_extras.value(kReplaceAttempt, 1) + 1;
-        n.recovery = json{{"Action", "Replace"},
-                          {"Reason", absl::StrCat("retrying a failed replacement: ",
-                                                  n.fault.value("Message", std::string()))},
-                          {"RequestedAt", ToEpochSeconds(w.now)},
-                          {"Source", "ReplacementFailed"}};
-        n.fault = json();
+      if (w.now >= n.fault->retry_at) {
+        n.marks.replace_attempt += 1;
+        n.recovery = Request{Action::kReplace,
+                             absl::StrCat("retrying a failed replacement: ", n.fault->message),
+                             w.now, /*hard=*/false, Source::kReplacementFailed};
+        n.fault.reset();
         w.dirty[i] = true;
-        continue;
       }
-      if (n.fault.value("Kind", "") == "ReplacementFailed") continue;
+      continue;
     }
-    if (n.status != is::kRunning && !(n.status == is::kFailure && n.fault.is_object())) continue;
+    if (n.status != is::kRunning && !(n.status == is::kFailure && n.fault)) continue;
     const std::optional<Finding> f = FindFault(w, n, o, mass_silence);
     if (!f) {
-      if (n.fault.is_object()) {
+      if (n.fault) {
         // A reported fault that went away by itself (NodeRecovery None).
         w.event("Instance", "Info",
                 absl::StrCat("Instance ", n.instance_id, " is healthy again (was: ",
-                             n.fault.value("Message", std::string()), ")"),
+                             n.fault->message, ")"),
                 n.group, n.instance_id);
-        n.fault = json();
+        n.fault.reset();
         w.setStatus(i, is::kRunning);
         w.dirty[i] = true;
       }
       continue;
     }
-    std::string action = f->action;
+    Action action = f->action;
     const bool controller = !w.snap.controller_group.empty() && n.group == w.snap.controller_group;
     std::string note;
-    if (action == "Replace" && controller) {
-      action = "Reboot";  // as on HyperPod: controller nodes are not replaced
+    if (action == Action::kReplace && controller) {
+      action = Action::kReboot;  // as on HyperPod: controller nodes are not replaced
       note = " Controller nodes are rebooted, not replaced.";
     }
     const std::string where =
         absl::StrCat("instance ", n.instance_id, " (group ", n.group,
                      n.hostname.empty() ? "" : absl::StrCat(", node ", n.hostname), ")");
-    if (!automatic && f->kind != "Requested") {
-      if (n.fault.is_object() && n.fault.value("Kind", "") == f->kind) continue;  // reported
-      n.fault = json{{"Kind", f->kind}, {"Message", f->message},
-                     {"DetectedAt", ToEpochSeconds(w.now)}};
+    const std::string& kind = model::ToString(f->source);  // "Requested" for Slurm's
+    const std::optional<FaultKind> fault = FaultOf(f->source);
+    if (!automatic && fault) {
+      if (n.fault && n.fault->kind == *fault) continue;  // reported
+      n.fault = model::NodeFault{*fault, f->message, w.now};
       w.dirty[i] = true;
       w.event("Instance", "Warn",
-              absl::StrCat(f->kind, " on ", where, ": ", f->message,
+              absl::StrCat(kind, " on ", where, ": ", f->message,
                            " NodeRecovery is None: the node is only reported."),
               n.group, n.instance_id,
               json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"FailureMessage", f->message}}}});
-      if (f->kind == "Dead" || f->kind == "Unresponsive") {
+      if (*fault == FaultKind::kDead || *fault == FaultKind::kUnresponsive) {
         w.setStatus(i, is::kFailure, f->message);
       } else {
         w.setStatus(i, is::kRunning, f->message);
       }
       continue;
     }
-    n.fault = json();
-    n.recovery = json{{"Action", action},
-                      {"Reason", f->message},
-                      {"RequestedAt", ToEpochSeconds(w.now)},
-                      {"Source", f->kind},
-                      {"Hard", f->hard}};
+    n.fault.reset();
+    n.recovery = Request{action, f->message, w.now, f->hard, f->source};
     w.dirty[i] = true;
-    w.event("Instance", f->kind == "Requested" ? "Info" : "Warn",
-            absl::StrCat(f->kind, " on ", where, ": ", f->message, " ",
-                         action == "Replace" ? "Replacing" : "Rebooting", " it.", note),
+    w.event("Instance", fault ? "Warn" : "Info",
+            absl::StrCat(kind, " on ", where, ": ", f->message, " ",
+                         action == Action::kReplace ? "Replacing" : "Rebooting", " it.", note),
             n.group, n.instance_id,
-            json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", action}}}});
+            json{{"Instance",
+                  {{"NodeLogicalId", n.logical_id}, {"Action", model::ToString(action)}}}});
   }
 }
 
@@ -603,21 +596,20 @@ void Detect(Work& w) {
 /// faulty or being recovered, resume once its (new) instance is up.
 /// What a node being recovered or faulty says in its Slurm DOWN reason.
 std::string RecoveryText(const model::Node& n) {
-  if (n.recovery.is_object()) {
-    return absl::StrCat(n.recovery.value("Action", "") == "Reboot" ? "rebooting" : "replacing",
-                        ": ", n.recovery.value("Reason", std::string()));
+  if (n.recovery) {
+    const bool reboot =
+        n.recovery_progress.reboot_instead || n.recovery->action == Action::kReboot;
+    return absl::StrCat(reboot ? "rebooting" : "replacing", ": ", n.recovery->reason);
   }
-  if (n.fault.is_object()) return n.fault.value("Message", std::string());
+  if (n.fault) return n.fault->message;
   return n.message.empty() ? std::string("recovered; its jobs must end") : n.message;
 }
 
 /// Whether Slurm's `reason` is one of the DOWN reasons the planner set (`issued`); sinfo
 /// may shorten long reasons.
-bool IssuedReason(const json& issued, const std::string& reason) {
-  if (!issued.is_array() || reason.empty()) return false;
-  for (const auto& r : issued) {
-    if (!r.is_string()) continue;
-    const std::string& text = r.get_ref<const std::string&>();
+bool IssuedReason(const std::vector<std::string>& issued, const std::string& reason) {
+  if (reason.empty()) return false;
+  for (const std::string& text : issued) {
     if (text == reason || (reason.size() >= 20 && absl::StartsWith(text, reason))) return true;
   }
   return false;
@@ -627,8 +619,7 @@ void MarkSlurmNodes(Work& w) {
   if (!w.snap.slurm_nodes) return;
   std::set<std::string> replaced;  // instance ids with a replacement
   for (const auto& n : w.nodes) {
-    const std::string pred = n.spec_extras.value(kReplacementOf, std::string());
-    if (!pred.empty()) replaced.insert(pred);
+    if (!n.marks.replacement_of.empty()) replaced.insert(n.marks.replacement_of);
   }
   for (const auto& s : *w.snap.slurm_nodes) {
     const std::string base = BaseState(s.state);
@@ -639,9 +630,9 @@ void MarkSlurmNodes(Work& w) {
       model::Node& n = w.nodes[i];
       if (n.hostname != s.name) continue;
       if (n.status != is::kShuttingDown) live.push_back(i);
-      if (n.status != is::kShuttingDown && n.spec_extras.value(kSlurmDownPending, false)) {
+      if (n.status != is::kShuttingDown && n.marks.slurm_down_pending) {
         if (base == "down" || base == "fail") {
-          n.spec_extras.erase(kSlurmDownPending);  // Slurm has seen it: resume when ready
+          n.marks.slurm_down_pending = false;  // Slurm has seen it: resume when ready
           w.dirty[i] = true;
         } else {
           down_reason = RecoveryText(n);
@@ -652,28 +643,28 @@ void MarkSlurmNodes(Work& w) {
         if (replaced.count(n.instance_id) && down_reason.empty()) {
           down_reason = absl::StrCat("replacing instance ", n.instance_id);
         }
-      } else if (n.recovery.is_object() || n.fault.is_object() || n.status == is::kFailure) {
+      } else if (n.recovery || n.fault || n.status == is::kFailure) {
         down_reason = RecoveryText(n);
       } else if (n.status == is::kRunning ||
                  (n.status == is::kPending && !n.lifecycle_state.empty() &&
                   n.lifecycle_state != model::lifecycle_state::kFailed)) {
         if (!cur || n.launch_time > w.nodes[*cur].launch_time) cur = i;
-      } else if (n.status == is::kPending && n.spec_extras.contains(kReplacementOf)) {
+      } else if (n.status == is::kPending && !n.marks.replacement_of.empty()) {
         down_reason = n.message;  // a replacement that has not booted yet
       }
     }
     if (cur) {
       model::Node& c = w.nodes[*cur];
       if (!IsMarkedState(base)) {
-        if (c.spec_extras.contains(kSlurmDownReasons)) {
-          c.spec_extras.erase(kSlurmDownReasons);  // back in service
+        if (!c.marks.slurm_down_reasons.empty()) {
+          c.marks.slurm_down_reasons.clear();  // back in service
           w.dirty[*cur] = true;
         }
         continue;
       }
       // Only marks the planner set itself, a user's Action:* request that this instance (or
       // recovery) already answered, and Slurm's own complaint about a reboot we asked for.
-      const bool ours = IssuedReason(c.spec_extras.value(kSlurmDownReasons, json()), s.reason);
+      const bool ours = IssuedReason(c.marks.slurm_down_reasons, s.reason);
       const bool old_request = (s.reason == kActionReplace || s.reason == kActionReboot) &&
                                s.reason_time <= std::max(c.launch_time, c.recovered_at);
       const bool our_reboot = s.reason == "Node unexpectedly rebooted" &&
@@ -690,12 +681,10 @@ void MarkSlurmNodes(Work& w) {
       // Remembered on the records that will answer for this name, so that the node is
       // resumed from this mark (and only from marks like it) once it is back.
       for (size_t i : live) {
-        json issued = w.nodes[i].spec_extras.value(kSlurmDownReasons, json::array());
-        if (!issued.is_array()) issued = json::array();
+        std::vector<std::string>& issued = w.nodes[i].marks.slurm_down_reasons;
         if (IssuedReason(issued, reason)) continue;
         issued.push_back(reason);
         while (issued.size() > 4) issued.erase(issued.begin());
-        w.nodes[i].spec_extras[kSlurmDownReasons] = issued;
         w.dirty[i] = true;
       }
     }
@@ -902,7 +891,7 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   Finish(w);
   if (w.snap.lifecycle_by_agent && w.cluster.status != cs::kDeleting) {
     for (const auto& n : w.nodes) {
-      if (n.status == is::kRunning || (n.status == is::kFailure && n.fault.is_object())) {
+      if (n.status == is::kRunning || (n.status == is::kFailure && n.fault)) {
         w.plan.watch_liveness = true;
         break;
       }

@@ -14,6 +14,14 @@ bool Cluster::continuous() const {
   return it != spec.end() && it->is_string() && *it == "Continuous";
 }
 
+nlohmann::json NodeSpecMembers(const InstanceGroup& g) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {
+    if (g.spec.contains(key)) out[key] = g.spec[key];
+  }
+  return out;
+}
+
 Event MakeEvent(std::string id, std::string cluster_id, SystemTime time, EventText text) {
   Event e;
   e.id = std::move(id);

@@ -93,6 +93,32 @@ CREATE TABLE scheduler_resource_versions (
   PRIMARY KEY (id, version)
 );
 )sql",
+      // 3: typed node state (src/store/node_json.cc). The planner's marks leave "extras"
+      // (which keeps only ClusterNodeDetails members) for "marks"; a started reboot's start
+      // time, which the planner used to write over RequestedAt, becomes StartedAt.
+      R"sql(
+UPDATE nodes SET body = json_remove(
+    json_patch(body, json_object('marks', json_object(
+        'RetryOf', body -> '$.extras.RetryOf',
+        'ReplacementOf', body -> '$.extras.ReplacementOf',
+        'PrivateIp', body -> '$.extras.PrivateIp',
+        'ReplaceAttempt', body -> '$.extras.ReplaceAttempt',
+        'SlurmDownPending', body -> '$.extras.SlurmDownPending',
+        'SlurmDownReasons', body -> '$.extras.SlurmDownReasons'))),
+    '$.extras.RetryOf', '$.extras.ReplacementOf', '$.extras.PrivateIp',
+    '$.extras.ReplaceAttempt', '$.extras.SlurmDownPending', '$.extras.SlurmDownReasons')
+WHERE json_valid(body) AND json_type(body, '$.extras') = 'object' AND (
+  json_type(body, '$.extras.RetryOf') IS NOT NULL OR
+  json_type(body, '$.extras.ReplacementOf') IS NOT NULL OR
+  json_type(body, '$.extras.PrivateIp') IS NOT NULL OR
+  json_type(body, '$.extras.ReplaceAttempt') IS NOT NULL OR
+  json_type(body, '$.extras.SlurmDownPending') IS NOT NULL OR
+  json_type(body, '$.extras.SlurmDownReasons') IS NOT NULL);
+UPDATE nodes SET body = json_set(body, '$.recovery.StartedAt', body -> '$.recovery.RequestedAt')
+WHERE json_valid(body) AND json_type(body, '$.recovery.Started') = 'true'
+  AND json_type(body, '$.recovery.RequestedAt') IN ('integer', 'real')
+  AND json_type(body, '$.recovery.StartedAt') IS NULL;
+)sql",
   };
   return kMigrations;
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/store/store.h"
 #include "store/migrations.h"
+#include "store/node_json.h"
 
 namespace hf::store {
 namespace {
@@ -226,25 +227,15 @@ model::Node ReadNode(const Stmt& s, bool body_column = true) {
   n.logical_id = s.text(2);
   n.group = s.text(3);
   n.instance_type = s.text(4);
-  n.status = s.text(5);
+  // A status this binary does not know cannot come from it: read it as failed.
+  n.status = model::ParseInstanceStatus(s.text(5)).value_or(model::InstanceStatus::kFailure);
   n.message = s.text(6);
   n.launch_time = FromEpochSeconds(s.real(7));
   n.private_ip = s.text(8);
   n.hostname = s.text(9);
   n.revision = s.int64(10);
   if (!body_column) return n;
-  json body = json::parse(s.text(11), nullptr, false);
-  if (body.is_object()) {
-    n.lifecycle = body.value("lifecycle", json());
-    n.spec_extras = body.value("extras", json::object());
-    n.lifecycle_state = body.value("lcs_state", "");
-    n.lifecycle_message = body.value("lcs_message", "");
-    n.recovery = body.value("recovery", nlohmann::json());
-    n.fault = body.value("fault", nlohmann::json());
-    if (body.contains("recovered_at") && body["recovered_at"].is_number()) {
-      n.recovered_at = FromEpochSeconds(body["recovered_at"].get<double>());
-    }
-  }
+  ReadNodeBody(json::parse(s.text(11), nullptr, false), n);
   return n;
 }
 
@@ -520,7 +511,7 @@ class SqliteStore final : public Store {
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
       GroupCounts& g = out[s.text(0)];
-      const std::string status = s.text(1);
+      const auto status = model::ParseInstanceStatus(s.text(1));
       const int n = static_cast<int>(s.int64(2));
       if (status == model::instance_status::kRunning) {
         g.running += n;
@@ -851,16 +842,10 @@ class SqliteStore final : public Store {
           "launch_time = excluded.launch_time, private_ip = excluded.private_ip, "
           "hostname = excluded.hostname, revision = excluded.revision, body = excluded.body");
       s.bind(1, n.cluster_id).bind(2, n.instance_id).bind(3, n.logical_id).bind(4, n.group);
-      s.bind(5, n.instance_type).bind(6, n.status).bind(7, n.message);
+      s.bind(5, n.instance_type).bind(6, model::ToString(n.status)).bind(7, n.message);
       s.bind(8, ToEpochSeconds(n.launch_time)).bind(9, n.private_ip).bind(10, n.hostname);
       s.bind(11, rev);
-      json body{{"lifecycle", n.lifecycle}, {"extras", n.spec_extras}};
-      if (!n.lifecycle_state.empty()) body["lcs_state"] = n.lifecycle_state;
-      if (!n.lifecycle_message.empty()) body["lcs_message"] = n.lifecycle_message;
-      if (!n.recovery.is_null()) body["recovery"] = n.recovery;
-      if (!n.fault.is_null()) body["fault"] = n.fault;
-      if (n.recovered_at != SystemTime{}) body["recovered_at"] = ToEpochSeconds(n.recovered_at);
-      s.bind(12, body.dump());
+      s.bind(12, NodeBody(n).dump());
       HF_RETURN_IF_ERROR(stepDone(c, s, "write node"));
     }
     // A node write moves its cluster's revision too (see groupCounts).

@@ -1,7 +1,8 @@
 #pragma once
 // Plain value types of the cluster domain. Status strings are the service model's enum
-// values (ClusterStatus, InstanceGroupStatus, ClusterInstanceStatus, ClusterEventLevel,
-// ClusterEventResourceType) so that they go to the wire unchanged.
+// values (ClusterStatus, InstanceGroupStatus, ClusterEventLevel, ClusterEventResourceType)
+// so that they go to the wire unchanged; a node's status and state are typed
+// (node_state.h).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hyperfleet/common/clock.h"
+#include "hyperfleet/model/node_state.h"
 
 namespace hf::model {
 
@@ -23,14 +25,6 @@ inline constexpr const char* kFailed = "Failed";
 inline constexpr const char* kRollingBack = "RollingBack";
 inline constexpr const char* kSystemUpdating = "SystemUpdating";
 }  // namespace cluster_status
-
-/// ClusterInstanceStatus values (service model enum).
-namespace instance_status {
-inline constexpr const char* kPending = "Pending";
-inline constexpr const char* kRunning = "Running";
-inline constexpr const char* kFailure = "Failure";
-inline constexpr const char* kShuttingDown = "ShuttingDown";
-}  // namespace instance_status
 
 /// Where a node's lifecycle scripts are (LcsExecutionState values of the service model's
 /// InstanceMetadata, plus "" for "not started").
@@ -83,30 +77,37 @@ struct Node {
   std::string logical_id;   ///< NodeLogicalId, stable for the node's life
   std::string group;        ///< InstanceGroupName
   std::string instance_type;
-  std::string status = instance_status::kPending;  ///< ClusterInstanceStatus
-  std::string message;                             ///< InstanceStatus.Message
+  InstanceStatus status = InstanceStatus::kPending;
+  std::string message;  ///< InstanceStatus.Message
   SystemTime launch_time{};
   std::string private_ip;        ///< PrivatePrimaryIp, empty until known
   std::string hostname;          ///< PrivateDnsHostname, empty until known
   nlohmann::json lifecycle;      ///< LifeCycleConfig the node was launched with
-  nlohmann::json spec_extras = nlohmann::json::object();  ///< ThreadsPerCore etc.
+  /// Members of ClusterNodeDetails the node took from its group's spec at launch
+  /// (NodeSpecMembers: ThreadsPerCore, InstanceStorageConfigs, OverrideVpcConfig), as the
+  /// model's JSON; DescribeClusterNode returns them.
+  nlohmann::json spec_extras = nlohmann::json::object();
   /// Lifecycle scripts as the node's agent reported them (lifecycle_state::*), and the
   /// failure's explanation; only providers that run agents fill these.
   std::string lifecycle_state;
   std::string lifecycle_message;
-  /// A node recovery in progress, null when none: {"Action": "Reboot"|"Replace",
-  /// "Reason": why (for messages and events), "RequestedAt": epoch seconds,
-  /// "Started": whether the provider was asked yet (Reboot)}.
-  nlohmann::json recovery;
-  /// A fault the control plane detected and is not recovering from (NodeRecovery None, or
-  /// recovery retries pending), null when none: {"Kind": "Dead"|"Unresponsive"|
-  /// "HardwareFault"|"SoftwareFault", "Message": what was seen, "DetectedAt": epoch seconds}.
-  nlohmann::json fault;
+  /// A node recovery asked for and not finished; none when none.
+  std::optional<NodeRecoveryRequest> recovery;
+  /// The planner's progress on `recovery` (empty while none).
+  RecoveryProgress recovery_progress;
+  /// A fault the control plane detected and is not recovering from; none when none.
+  std::optional<NodeFault> fault;
+  /// The planner's bookkeeping (replacements, retries, Slurm marks).
+  PlannerMarks marks;
   /// When this instance's last node recovery (reboot) was requested; zero when never. Health
   /// reports and Slurm marks older than this are about the node before its recovery.
   SystemTime recovered_at{};
   int64_t revision = 0;
 };
+
+/// The members of ClusterNodeDetails a node of group `g` takes from the group's spec
+/// (ThreadsPerCore, InstanceStorageConfigs, OverrideVpcConfig), for Node::spec_extras.
+nlohmann::json NodeSpecMembers(const InstanceGroup& g);
 
 /// One cluster event (ClusterEventDetail on the wire).
 struct Event {

@@ -12,6 +12,7 @@ namespace {
 
 using Json = nlohmann::json;
 namespace is = model::instance_status;
+using Action = model::NodeRecoveryRequest::Action;
 
 class FixedClock : public Clock {
  public:
@@ -39,7 +40,7 @@ class RecoveryOperationsTest : public ::testing::Test {
     c.groups.push_back(g);
     store::WriteBatch b;
     b.clusters.push_back({c, store::kMustNotExist, false});
-    const char* statuses[] = {is::kRunning, is::kFailure, is::kPending, is::kShuttingDown};
+    const model::InstanceStatus statuses[] = {is::kRunning, is::kFailure, is::kPending, is::kShuttingDown};
     for (int k = 0; k < 4; ++k) {
       model::Node n;
       n.cluster_id = c.id;
@@ -51,7 +52,7 @@ class RecoveryOperationsTest : public ::testing::Test {
       n.launch_time = clock_.now();
       if (n.status == is::kFailure) {
         n.message = "on_create.sh exited with 1";
-        n.fault = {{"Kind", "ReplacementFailed"}, {"Message", n.message}};
+        n.fault = model::NodeFault{model::NodeFault::Kind::kReplacementFailed, n.message};
       }
       b.nodes.push_back({n, store::kMustNotExist, false});
     }
@@ -94,13 +95,15 @@ TEST_F(RecoveryOperationsTest, ReplaceAcceptsRunningAndFailedNodesAndRefusesChan
                               {"i-00000000000000002", "InvalidInstanceStatus"},
                               {"i-00000000000000003", "InvalidInstanceStatus"}}));
   const model::Node running = Node(0);
-  EXPECT_EQ(running.recovery.value("Action", ""), "Replace");
-  EXPECT_FALSE(running.recovery.value("Hard", false));  // asked to shut down cleanly
+  ASSERT_TRUE(running.recovery);
+  EXPECT_EQ(running.recovery->action, Action::kReplace);
+  EXPECT_FALSE(running.recovery->hard);  // asked to shut down cleanly
   const model::Node failed = Node(1);
   EXPECT_EQ(failed.status, is::kPending);
-  EXPECT_EQ(failed.recovery.value("Action", ""), "Replace");
-  EXPECT_TRUE(failed.recovery.value("Hard", false));  // it cannot be asked: killed
-  EXPECT_TRUE(failed.fault.is_null());                // the request answers the fault
+  ASSERT_TRUE(failed.recovery);
+  EXPECT_EQ(failed.recovery->action, Action::kReplace);
+  EXPECT_TRUE(failed.recovery->hard);  // it cannot be asked: killed
+  EXPECT_FALSE(failed.fault);          // the request answers the fault
   // The same node again is in use.
   auto again = Call("BatchReplaceClusterNodes",
                     {{"ClusterName", "rec"}, {"NodeIds", {"i-00000000000000001"}}});
@@ -116,8 +119,9 @@ TEST_F(RecoveryOperationsTest, RebootAcceptsAFailedNodeAsAPowerCycle) {
   EXPECT_EQ((*out)["Successful"], Json({"i-00000000000000001"}));
   EXPECT_EQ(Errors(*out).at("i-00000000000000002"), "InvalidInstanceStatus");
   const model::Node failed = Node(1);
-  EXPECT_EQ(failed.recovery.value("Action", ""), "Reboot");
-  EXPECT_TRUE(failed.recovery.value("Hard", false));
+  ASSERT_TRUE(failed.recovery);
+  EXPECT_EQ(failed.recovery->action, Action::kReboot);
+  EXPECT_TRUE(failed.recovery->hard);
 }
 
 }  // namespace

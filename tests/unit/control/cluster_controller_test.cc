@@ -19,6 +19,7 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 namespace cs = model::cluster_status;
 namespace is = model::instance_status;
+using Action = model::NodeRecoveryRequest::Action;
 
 using plan_test::Group;
 
@@ -75,7 +76,7 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(store_->commit(b).ok());
   }
 
-  int count(const std::string& id, const std::string& status) {
+  int count(const std::string& id, model::InstanceStatus status) {
     int n = 0;
     for (const auto& node : nodes(id)) n += node.status == status;
     return n;
@@ -225,7 +226,8 @@ void RequestRecovery(store::Store& store, const std::string& cluster_id,
                      const std::string& instance_id, const std::string& action,
                      SystemTime now) {
   auto n = store.node(cluster_id, instance_id).value();
-  n.recovery = {{"Action", action}, {"Reason", "test"}, {"RequestedAt", ToEpochSeconds(now)}};
+  n.recovery = model::NodeRecoveryRequest{action == "Reboot" ? Action::kReboot : Action::kReplace,
+                                          "test", now};
   n.status = is::kPending;
   store::WriteBatch b;
   b.nodes.push_back({n, n.revision, false});
@@ -267,7 +269,7 @@ TEST_F(ControllerTest, ReplaceKeepsLogicalIdAndAddressUnderANewInstanceId) {
     EXPECT_EQ(n.logical_id, old.logical_id);
     EXPECT_EQ(n.private_ip, old.private_ip);
     EXPECT_EQ(n.hostname, old.hostname);
-    EXPECT_TRUE(n.recovery.is_null());
+    EXPECT_FALSE(n.recovery);
   }
   EXPECT_TRUE(found);
   const auto events = store_->listEvents(id, {}).value();
@@ -316,7 +318,7 @@ TEST_F(ControllerTest, RebootKeepsTheInstanceAndEndsWhenItBootedAgain) {
   ASSERT_TRUE(controller_->reconcileOnce(id).ok());
   auto n = nodes(id)[0];
   EXPECT_EQ(n.status, is::kPending);
-  EXPECT_TRUE(n.recovery.value("Started", false));
+  EXPECT_TRUE(n.recovery_progress.started_at);
   // Booting again (the fake's boot delay is 500 ms): still Pending.
   clock_.advance(milliseconds(200));
   ASSERT_TRUE(controller_->reconcileOnce(id).ok());
@@ -325,7 +327,7 @@ TEST_F(ControllerTest, RebootKeepsTheInstanceAndEndsWhenItBootedAgain) {
   n = nodes(id)[0];
   EXPECT_EQ(n.instance_id, before.instance_id);
   EXPECT_EQ(n.status, is::kRunning);
-  EXPECT_TRUE(n.recovery.is_null());
+  EXPECT_FALSE(n.recovery);
   EXPECT_EQ(n.private_ip, before.private_ip);
 }
 
@@ -341,8 +343,9 @@ TEST(PlanCluster, ARebootThatNeverBootsFailsTheNodeAfterTheTimeout) {
   n.group = "workers";
   n.status = is::kPending;
   const SystemTime t0 = FromEpochSeconds(1'800'000'000);
-  n.recovery = {{"Action", "Reboot"}, {"Started", true}, {"RequestedAt", ToEpochSeconds(t0)},
-                {"AskedAt", ToEpochSeconds(t0)}};
+  n.recovery = model::NodeRecoveryRequest{Action::kReboot, "", t0};
+  n.recovery_progress.started_at = t0;
+  n.recovery_progress.asked_at = t0;
   snap.nodes.push_back(n);
   provider::InstanceObservation o;
   o.instance_id = n.instance_id;

@@ -19,6 +19,8 @@ namespace cs = model::cluster_status;
 namespace is = model::instance_status;
 namespace ls = model::lifecycle_state;
 using provider::InstanceState;
+using Request = model::NodeRecoveryRequest;
+using Action = Request::Action;
 
 const SystemTime kT0 = FromEpochSeconds(1'800'000'000);
 
@@ -81,7 +83,7 @@ const model::Node* Written(const ClusterPlan& p, const std::string& instance_id)
 
 const model::Node* Replacement(const ClusterPlan& p, const std::string& of) {
   for (const auto& w : p.writes.nodes) {
-    if (w.node.spec_extras.value("ReplacementOf", "") == of) return &w.node;
+    if (w.node.marks.replacement_of == of) return &w.node;
   }
   return nullptr;
 }
@@ -328,7 +330,7 @@ TEST(NodeHealthPlan, ARecoveryThatOutrunsTheDownMarkStillTakesTheSlurmNodeDown) 
   EXPECT_TRUE(HasMark(after, r.hostname, "resume"));
   const model::Node* written = Written(after, r.instance_id);
   ASSERT_NE(written, nullptr);
-  EXPECT_FALSE(written->spec_extras.contains("SlurmDownPending"));
+  EXPECT_FALSE(written->marks.slurm_down_pending);
 }
 
 TEST(NodeHealthPlan, OnlyMarksThePlannerSetAreLifted) {
@@ -343,8 +345,7 @@ TEST(NodeHealthPlan, OnlyMarksThePlannerSetAreLifted) {
 
 TEST(NodeHealthPlan, AReplaceOfTheControllerIsARebootInstead) {
   Fixture f;
-  f.node(0).recovery = {{"Action", "Replace"}, {"Reason", "BatchReplaceClusterNodes"},
-                        {"RequestedAt", ToEpochSeconds(kT0)}};
+  f.node(0).recovery = Request{Action::kReplace, "BatchReplaceClusterNodes", kT0};
   auto p = f.plan(kT0 + seconds(1));
   EXPECT_EQ(Replacement(p, f.node(0).instance_id), nullptr);
   EXPECT_EQ(p.reboots, std::vector<std::string>{f.node(0).instance_id});
@@ -359,13 +360,13 @@ TEST(NodeHealthPlan, ABatchRecoveryOfAFailedNodeKillsOrPowerCyclesIt) {
   f.obs(1).state = InstanceState::kFailed;
   f.obs(1).message = "the node stopped";
   f.node(1).status = is::kPending;  // as the API leaves it
-  f.node(1).recovery = {{"Action", "Replace"}, {"Reason", "requested by BatchReplaceClusterNodes"},
-                        {"RequestedAt", ToEpochSeconds(kT0)}, {"Hard", true}};
+  f.node(1).recovery =
+      Request{Action::kReplace, "requested by BatchReplaceClusterNodes", kT0, /*hard=*/true};
   f.obs(2).state = InstanceState::kFailed;
   f.obs(2).message = "the node stopped";
   f.node(2).status = is::kPending;
-  f.node(2).recovery = {{"Action", "Reboot"}, {"Reason", "requested by BatchRebootClusterNodes"},
-                        {"RequestedAt", ToEpochSeconds(kT0)}, {"Hard", true}};
+  f.node(2).recovery =
+      Request{Action::kReboot, "requested by BatchRebootClusterNodes", kT0, /*hard=*/true};
   auto p = f.plan(kT0 + seconds(1));
   EXPECT_EQ(p.kills, std::vector<std::string>{f.node(1).instance_id});
   ASSERT_NE(Replacement(p, f.node(1).instance_id), nullptr);
@@ -375,7 +376,7 @@ TEST(NodeHealthPlan, ABatchRecoveryOfAFailedNodeKillsOrPowerCyclesIt) {
 
 TEST(NodeHealthPlan, ARebootWithinTheSameSecondIsSeenByItsNewBootTime) {
   Fixture f;
-  f.node(2).recovery = {{"Action", "Reboot"}, {"RequestedAt", ToEpochSeconds(kT0)}};
+  f.node(2).recovery = Request{Action::kReboot, "", kT0};
   auto p = f.plan(kT0);
   const model::Node* started = Written(p, f.node(2).instance_id);
   ASSERT_NE(started, nullptr);
@@ -387,7 +388,7 @@ TEST(NodeHealthPlan, ARebootWithinTheSameSecondIsSeenByItsNewBootTime) {
   const model::Node* done = Written(q, f.node(2).instance_id);
   ASSERT_NE(done, nullptr);
   EXPECT_EQ(done->status, is::kRunning);
-  EXPECT_TRUE(done->recovery.is_null());
+  EXPECT_FALSE(done->recovery);
   EXPECT_TRUE(q.hard_reboots.empty());
 }
 
@@ -404,26 +405,26 @@ TEST(NodeHealthPlan, NodeRecoveryNoneAHungNodeThatWakesUpIsRunningAgain) {
   const model::Node* back = Written(q, f.node(2).instance_id);
   ASSERT_NE(back, nullptr);
   EXPECT_EQ(back->status, is::kRunning);
-  EXPECT_TRUE(back->fault.is_null());
+  EXPECT_FALSE(back->fault);
 }
 
 TEST(NodeHealthPlan, AFailedReplacementIsRetriedWithBackoff) {
   Fixture f;
   f.node(1).status = is::kFailure;
   f.node(1).message = "on_create.sh exited with 1";
-  f.node(1).spec_extras["ReplacementOf"] = "i-0fffffffffffffff0";
+  f.node(1).marks.replacement_of = "i-0fffffffffffffff0";
   auto p = f.plan(kT0);
   const model::Node* n = Written(p, f.node(1).instance_id);
   ASSERT_NE(n, nullptr);
-  ASSERT_TRUE(n->fault.is_object());
-  EXPECT_EQ(n->fault.value("Kind", ""), "ReplacementFailed");
+  ASSERT_TRUE(n->fault);
+  EXPECT_EQ(n->fault->kind, model::NodeFault::Kind::kReplacementFailed);
   EXPECT_TRUE(HasEvent(p, "replaced again in 10 s"));
   f.node(1) = *n;
   EXPECT_EQ(Replacement(f.plan(kT0 + seconds(5)), f.node(1).instance_id), nullptr);
   auto retry = f.plan(kT0 + seconds(11));
   const model::Node* r = Replacement(retry, f.node(1).instance_id);
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r->spec_extras.value("ReplaceAttempt", 0), 2);
+  EXPECT_EQ(r->marks.replace_attempt, 2);
   // The second failure waits twice as long.
   model::Node second = *r;
   second.status = is::kFailure;
