@@ -1,5 +1,5 @@
 // governance_bench: the task-governance admission engine in virtual time (engine only, no
-// I/O) on the seeded traces of ../shared/research/governance.md §5 (tiers S, M, L). Prints
+// I/O) on seeded traces (governance/trace.h; tiers S, M, L: bench/README.md). Prints
 // decisions per CPU-second, cycle latency, bytes per pending workload, fairness error,
 // lender reclaim latency and invariant violations. With --kueue it replays Kueue's own
 // `baseline` or `large-scale` scheduler performance scenario in real (wall-clock) time
@@ -93,7 +93,8 @@ struct KueueScenario {
   double kueue_usage_pct;
 };
 
-// governance.md §4 (kubernetes-sigs/kueue test/performance/scheduler/configs/*): every CQ
+// Kueue's scheduler performance scenarios (kubernetes-sigs/kueue
+// test/performance/scheduler/configs/*): every CQ
 // has nominal 20 CPU, borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue
 // LowerPriority.
 const KueueScenario kBaseline{"baseline", 5, 6,

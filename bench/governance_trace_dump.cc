@@ -1,6 +1,6 @@
-// governance_trace_dump: writes a seeded governance trace (../shared/research/governance.md
-// §5.1, tiers S/M/L) as JSONL so that another scheduler can replay the identical workload
-// (bench/slurm_side_by_side.py replays it on real slurmctld, §5.4). Optionally runs the same
+// governance_trace_dump: writes a seeded governance trace (governance/trace.h, tiers S/M/L)
+// as JSONL so that another scheduler can replay the identical workload
+// (bench/slurm_side_by_side.py replays it on real slurmctld; bench/README.md). Optionally runs the same
 // trace through our engine in virtual time (the governance_bench driver) and writes the
 // figures the side-by-side compares: decisions per engine CPU-second, cycle latency,
 // makespan and the submit-to-first-admission wait distribution.

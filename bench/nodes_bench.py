@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real-node benchmark of the local provider (issue 3's targets, on this machine):
+"""Real-node benchmark of the local provider (its targets, on this machine):
 
   - CreateCluster -> InService with a trivial lifecycle script, for each size in --sizes
     (targets on 2 cores: 3 nodes <= 5 s, 20 <= 15 s, 100 <= 60 s; node image already built);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Node recovery benchmark on real local nodes (issue 5's targets on this machine):
+"""Node recovery benchmark on real local nodes (its targets, on this machine):
 
   - detection latency: fault -> the control plane's event naming it (Dead / Unresponsive);
   - recovery latency: detection -> the replacement idle (or running the job) in Slurm;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replays a governance trace on a real Slurm 22.05 controller, for a ratio against our engine.
 
-../shared/research/governance.md §5.4. Outside CI, run as root. Needs Debian's slurmctld,
+Design and results: bench/README.md ("Slurm side-by-side"). Outside CI, run as root. Needs Debian's slurmctld,
 slurmd, slurm-client and munge (plus slurmdbd and mariadb-server for --profile gov), which it
 does not install (see bench/README.md, "Slurm side-by-side").
 
@@ -12,7 +12,7 @@ What it does:
   2. It starts its own munged (own key and socket), slurmctld (port 7817) and one stock
      slurmd per node on 127.0.0.1 (node i on port 27001 + i), with its own SLURM_CONF and
      state, spool and log directories under <workdir>/<profile>-<tier>. No other Slurm or
-     munged on the machine is touched. Not FrontEnd mode as §5.4 planned: Debian's
+     munged on the machine is touched. Not FrontEnd mode as first planned: Debian's
      slurm-wlm-emulator binaries are FrontEnd builds linked against the distribution's
      non-FrontEnd libslurmfull, whose slurm.conf reader stops at `FrontendName` ("without
      Slurm being configured/built with the --enable-front-end option"). One slurmd per node
@@ -320,7 +320,7 @@ class SlurmCluster:
             # team's sub-account for the type only (caps in gov_limits). Guaranteed work
             # then preempts borrowed work (reclaim). Not
             # per-(account, partition) associations with one guaranteed and one
-            # opportunistic partition per type (§5.4): 22.05 rejects multi-partition jobs
+            # opportunistic partition per type (the first plan): 22.05 rejects multi-partition jobs
             # when associations name a partition ("Multiple partition job request not
             # supported when a partition is set in the association").
             for (team, tname), lim in sorted(self.limits.items()):
@@ -861,7 +861,7 @@ def main():
     ap.add_argument("--slurmd-port", type=int, default=7818)
     ap.add_argument("--node-port-base", type=int, default=27001,
                     help="slurmd of node i listens on this port + i")
-    # §5.4's parameters plus per-partition depths: without them the main scheduler and a
+    # The planned parameters plus per-partition depths: without them the main scheduler and a
     # 1 s backfill pass never reach the small partitions' jobs behind a long p5 backlog.
     ap.add_argument("--sched-params", default="defer,batch_sched_delay=0,"
                     "sched_min_interval=100000,default_queue_depth=1000,"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes data/instance-types.json, the hardware of every HyperPod ClusterInstanceType.
 
-Reads the research table instance-types.csv (columns: instance_type, vcpus, memory_gib,
+Reads a table instance-types.csv compiled from the sources data/instance-types.SOURCE.md
+lists (columns: instance_type, vcpus, memory_gib,
 accelerator_kind, accelerator_model, accelerator_count, accelerator_memory_gib,
 efa_interfaces, network, nvme_gb, source) and writes one JSON document:
 
@@ -24,8 +25,7 @@ sorted by name. Per type:
 Empty cells in the CSV are unknown values (null), never zero. The per-row "source" column is
 summarised in data/instance-types.SOURCE.md, not copied into the JSON.
 
-Usage: tools/gen_instance_catalog.py [CSV] [--out data/instance-types.json]
-  CSV defaults to ../shared/research/instance-types.csv (relative to the repo root).
+Usage: tools/gen_instance_catalog.py CSV [--out data/instance-types.json]
 Python 3 standard library only.
 """
 
@@ -37,7 +37,6 @@ import re
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_CSV = os.path.join(REPO_ROOT, "..", "shared", "research", "instance-types.csv")
 DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "instance-types.json")
 
 KINDS = {"none", "nvidia-gpu", "aws-trainium", "aws-inferentia"}
@@ -103,7 +102,7 @@ def convert(row):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("csv", nargs="?", default=DEFAULT_CSV)
+    parser.add_argument("csv", help="the table (columns above)")
     parser.add_argument("--out", default=DEFAULT_OUT)
     args = parser.parse_args()
     with open(args.csv, newline="", encoding="utf-8") as f:

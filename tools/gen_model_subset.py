@@ -22,7 +22,7 @@ BOTOCORE_DATA_DIR defaults to the data directory of the installed botocore.
 
 Usage: tools/gen_model_subset.py [SOURCE_DIR] [--out DATA_DIR]
        tools/gen_model_subset.py --logs [BOTOCORE_DATA_DIR] [--out DATA_DIR]
-  SOURCE_DIR defaults to ../shared/aws-models/sagemaker/2017-07-24 (relative to the repo root).
+  SOURCE_DIR defaults to sagemaker/2017-07-24 in the installed botocore's data directory.
 Python 3 standard library only.
 """
 
@@ -48,7 +48,6 @@ OPERATIONS = [
 LOGS_OPERATIONS = ["DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_SOURCE = os.path.join(REPO_ROOT, "..", "shared", "aws-models", "sagemaker", "2017-07-24")
 DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "aws-models")
 
 
@@ -282,7 +281,7 @@ def main(argv):
     args = parser.parse_args(argv)
     if args.logs:
         return write_logs(args.source or botocore_data_dir(), args.out)
-    args.source = args.source or DEFAULT_SOURCE
+    args.source = args.source or os.path.join(botocore_data_dir(), "sagemaker", "2017-07-24")
 
     with open(os.path.join(args.source, "service-2.json"), encoding="utf-8") as f:
         model = json.load(f)

@@ -1,8 +1,11 @@
 #!/bin/bash
 # The "AMI layer": turns a Debian rootfs with packages.txt installed into what a HyperPod
-# lifecycle script may rely on (node-contract.md §a.5). Idempotent.
+# lifecycle script may rely on (docs/hyperpod-contract.md "The machine"). Idempotent.
 # usage: bash ami-layer.sh ROOTFS   (root; needs no network)
 set -euo pipefail
+# Modes must not follow the caller's umask (daemons read these as their own users): 022 here,
+# and explicit modes for everything created below.
+umask 022
 R=${1:?usage: ami-layer.sh ROOTFS}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LC_ALL=C

@@ -46,7 +46,7 @@ using std::chrono::milliseconds;
 
 // Where the agent keeps its own state on the node; /var/lib survives reboots (the node's
 // writable layer is kept), so a reboot does not run the scripts again either (HyperPod:
-// reboot → no re-run, node-contract.md §a.1).
+// reboot → no re-run, docs/hyperpod-contract.md "Bring-up").
 constexpr std::string_view kStatePath = "/var/lib/hyperfleet-agent/lifecycle.json";
 constexpr std::string_view kNodeLogPath = "/var/log/provision/hyperfleet-lifecycle.log";
 constexpr std::string_view kResourceConfigPath = "/opt/ml/config/resource_config.json";
@@ -277,7 +277,7 @@ StatusOr<Registration> ParseRegistration(std::string_view body) {
     r.cluster_name = j.value("cluster_name", "");
     r.group = j.value("group", "");
     r.instance_id = j.value("instance_id", "");
-    r.heartbeat_seconds = j.value("heartbeat_seconds", 10);
+    r.heartbeat_seconds = j.value("heartbeat_seconds", kDefaultHeartbeatSeconds);
     if (j.contains("expected_gpus") && j["expected_gpus"].is_number_unsigned()) {
       r.expected_gpus = j["expected_gpus"].get<unsigned>();
     }
@@ -1257,7 +1257,8 @@ Status Agent::Run() {
   for (const auto& f : registration.files) {
     if (f.path == kSlurmConfPath) slurm_controller_ = true;
   }
-  // User job scripts test this directory to detect HyperPod (node-contract.md §a.4).
+  // User job scripts test this directory to detect HyperPod (docs/hyperpod-contract.md
+  // "Node files").
   if (Status s = MakeDirs(NodePath(options_.root, "/opt/sagemaker_cluster")); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
   }

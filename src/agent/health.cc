@@ -442,9 +442,10 @@ std::vector<XidEvent> ParseXids(std::string_view log) {
 XidRule XidRuleFor(int xid) {
   constexpr std::string_view kNvidia = "NVIDIA Xid catalog";
   constexpr std::string_view kHmaApp =
-      "HyperPod HMA logs application Xids without action (node-contract.md §d)";
+      "HyperPod's health monitoring agent logs application Xids without action "
+      "(docs/hyperpod-contract.md)";
   constexpr std::string_view kReplace =
-      "NVIDIA Xid catalog; HyperPod replaces on GPU hardware faults (node-contract.md §d)";
+      "NVIDIA Xid catalog; HyperPod replaces on GPU hardware faults (docs/hyperpod-contract.md)";
   switch (xid) {
     // Application errors: the job is at fault, not the node.
     case 13: return {Severity::kOk, "graphics engine exception (application)", kHmaApp};
@@ -456,7 +457,8 @@ XidRule XidRuleFor(int xid) {
     case 62: return {Severity::kSoftFault, "internal micro-controller halt", kNvidia};
     case 63: return {Severity::kSoftFault, "ECC page retirement or row remapping recorded", kNvidia};
     case 73: return {Severity::kSoftFault, "NVENC2 error",
-                     "AWS HMA test recipe: Xid 73 → reboot (node-contract.md §d)"};
+                     "AWS's fault-injection example: Xid 73 → reboot "
+                     "(docs/hyperpod-contract.md)"};
     case 94: return {Severity::kSoftFault, "contained ECC error", kNvidia};
     case 119: return {Severity::kSoftFault, "GSP RPC timeout", kNvidia};
     case 120: return {Severity::kSoftFault, "GSP error", kNvidia};
@@ -464,7 +466,8 @@ XidRule XidRuleFor(int xid) {
     case 48: return {Severity::kHardFault, "double-bit ECC error", kReplace};
     case 64: return {Severity::kHardFault, "ECC page retirement or row remapping failure", kReplace};
     case 74: return {Severity::kHardFault, "NVLink error",
-                     "AWS HMA test recipe: Xid 74 → replace (node-contract.md §d)"};
+                     "AWS's fault-injection example: Xid 74 → replace "
+                     "(docs/hyperpod-contract.md)"};
     case 79: return {Severity::kHardFault, "GPU has fallen off the bus", kReplace};
     case 95: return {Severity::kHardFault, "uncontained ECC error", kReplace};
     default: return {Severity::kWarning, "not in Hyperfleet's table", "Hyperfleet: logged for a human"};

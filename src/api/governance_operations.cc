@@ -50,21 +50,8 @@ std::string Named(const model::SchedulerResource& r) {
 
 // ---- rules beyond the model ---------------------------------------------------------------
 
-Status CheckTags(const Json& in) {
-  std::set<std::string> keys;
-  const Json tags = in.value("Tags", Json::array());
-  for (size_t i = 0; i < tags.size(); ++i) {
-    const std::string key = Str(tags[i], "Key");
-    if (!keys.insert(key).second) {
-      return Invalid(absl::StrCat("tags.", i + 1, ".member.key"), key,
-                     "Tag keys must be unique within Tags.");
-    }
-  }
-  return absl::OkStatus();
-}
-
 /// Longest TeamName and priority class Name: HyperPod documents "a DNS-label-like string of
-/// about 40 characters" (../shared/research/governance.md §1.6); the model's pattern does
+/// about 40 characters" (AWS API reference, ComputeQuotaTarget); the model's pattern does
 /// not bound it. Slurm account and QOS names ("<class>-priority") stay within 64 then.
 constexpr size_t kMaxGovernanceNameLength = 40;
 

@@ -1,4 +1,4 @@
-"""Jobs that resume by themselves (issue 5) on a real Slurm fleet: `srun --auto-resume=1`
+"""Jobs that resume by themselves (docs/resiliency.md) on a real Slurm fleet: `srun --auto-resume=1`
 (Hyperfleet's SPANK plugin and `hyperfleet auto-resume`) requeues a job whose step failed on a
 node marked faulty, under the same job id; a step that fails for no node fault just fails;
 srun outside an allocation and sbatch are refused; a requeued job starts again within seconds

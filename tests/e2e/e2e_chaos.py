@@ -1,4 +1,4 @@
-"""Chaos on a Slurm fleet (issue 5, docs/resiliency.md). During the example training job,
+"""Chaos on a Slurm fleet (docs/resiliency.md). During the example training job,
 in turn: a worker's whole sandbox is SIGKILLed (dead node), a worker is frozen (hung node),
 slurmd is killed on a worker, and a user sets a worker state=down reason="Action:Replace".
 Each time the job ends with exactly the result of an undisturbed run, no Slurm node is left

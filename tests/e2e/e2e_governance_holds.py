@@ -1,4 +1,4 @@
-"""Task governance's holds on real Slurm (issue 6, docs/governance.md "On Slurm"):
+"""Task governance's holds on real Slurm (docs/governance.md "On Slurm"):
 job_submit.lua's hold is the user's own in Slurm 22.05, so the control plane makes it an
 administrator's hold, marked in the job's AdminComment, that the job's user cannot release;
 job_submit.lua also refuses the user's release before that (only root and SlurmUser, the

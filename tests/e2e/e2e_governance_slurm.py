@@ -1,5 +1,5 @@
-"""Task governance on real Slurm (issue 6, docs/governance.md "On Slurm"): HyperPod's worked
-scenarios (../shared/research/governance.md §1.4) on a local cluster of 4 workers with the
+"""Task governance on real Slurm (docs/governance.md "On Slurm"): HyperPod's worked
+scenarios (docs/governance.md "HyperPod's worked scenarios") on a local cluster of 4 workers with the
 example lifecycle scripts, HyperPod's 4 x ml.g5.8xlarge (1 GPU each): local nodes have no
 GPU, so Slurm counts emulated ones (gres.conf's /dev/nvidia0 is a link to /dev/null there;
 docs/slurm.md), and every job asks for one per node (--gres=gpu:1). Teams A and B

@@ -1,4 +1,4 @@
-"""Real nodes end to end (issue 3): the local provider boots namespaced nodes with systemd
+"""Real nodes end to end (docs/nodes.md): the local provider boots namespaced nodes with systemd
 from the node image, the agent runs lifecycle scripts from the local bucket directory, and
 the aws CLI, `aws logs` and `hyperfleet ssm` see the result. Needs root and the node image
 (scripts/setup builds it); skipped otherwise."""

@@ -1,4 +1,4 @@
-"""Node recovery under trouble (issue 5, docs/resiliency.md), on real nodes and real Slurm:
+"""Node recovery under trouble (docs/resiliency.md), on real nodes and real Slurm:
 - a replacement whose lifecycle scripts fail is reported, retried with backoff (10 s, then
   20 s) and, once the scripts succeed again, the node is Running and idle in Slurm: it is
   never silently lost;

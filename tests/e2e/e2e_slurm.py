@@ -1,4 +1,4 @@
-"""A Slurm fleet end to end (issue 4): the example cluster with the example lifecycle
+"""A Slurm fleet end to end (docs/slurm.md): the example cluster with the example lifecycle
 scripts (examples/lifecycle/) on real nodes brings up Debian's Slurm the way HyperPod's
 scripts do; srun, sinfo, sbatch, sacct and the example training job work on it; scaling
 adds and removes Slurm nodes; deleting the cluster leaves nothing behind. Needs root and

@@ -3,7 +3,7 @@
 // registers with the control plane's agent endpoint, lays out the node contract files,
 // downloads and runs the lifecycle scripts as HyperPod does, streams their output, reports
 // the result and then heartbeats. Protocol: docs/nodes.md "Agent protocol"; behaviour:
-// node-contract.md §a.1 (bring-up), §a.6 (who runs the script), §a.7 (results).
+// docs/hyperpod-contract.md ("Bring-up", "Results").
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -148,10 +148,14 @@ struct LifecycleSpec {
   int64_t retry_ms = 1000;
 };
 
+/// Seconds between an agent's heartbeats when the register response names none: the control
+/// plane's default (`hyperfleet server --heartbeat-interval`), so both agree.
+inline constexpr int kDefaultHeartbeatSeconds = 1;
+
 /// The register response.
 struct Registration {
   std::string cluster_id, cluster_name, group, instance_id;
-  int heartbeat_seconds = 10;
+  int heartbeat_seconds = kDefaultHeartbeatSeconds;
   /// NVIDIA GPUs the instance type has (the control plane's catalog); absent for others.
   std::optional<unsigned> expected_gpus;
   int64_t files_revision = 0;  ///< absent in the response: 0

@@ -1,6 +1,6 @@
 #pragma once
-// Node health checks of the agent (Hyperfleet issue 5, "Resiliency"; HyperPod's health
-// monitoring agent, node-contract.md §d). Every heartbeat carries a HealthReport; its
+// Node health checks of the agent (docs/resiliency.md; after HyperPod's health monitoring
+// agent, docs/hyperpod-contract.md "Resiliency"). Every heartbeat carries a HealthReport; its
 // verdict names the recovery the node needs: a soft fault asks for a reboot, a hard fault
 // for a replacement. The rules, thresholds and the source of each are tabled in docs/nodes.md
 // "Health checks".
@@ -151,7 +151,7 @@ struct ServiceObservation {
 /// A unit the node's role enables (slurmd on workers and login nodes, slurmctld on the
 /// controller): active → ok; restarted by the agent and now active → warning (the control
 /// plane sees it happened); still down after `max_restarts` → soft fault "cannot be
-/// restarted" (Hyperfleet issue 5: a killed slurmd is first restarted by the agent, a
+/// restarted" (Hyperfleet's rule: a killed slurmd is first restarted by the agent, a
 /// slurmd that cannot be restarted asks for a reboot). The finding is named `unit`.
 HealthFinding EvaluateService(std::string_view unit, const ServiceObservation& observation);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Runs one lifecycle script the way HyperPod does (node-contract.md §a.1, §a.6): executed
+// Runs one lifecycle script the way HyperPod does (docs/hyperpod-contract.md "Bring-up"): executed
 // directly (its #! line picks the interpreter), in its own process group, stdin /dev/null,
 // stdout and stderr merged into one pipe that is read line by line.
 #include <atomic>

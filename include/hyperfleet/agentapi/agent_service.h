@@ -41,11 +41,12 @@ std::string ClusterLogGroup(const model::Cluster& cluster);
 std::string LifecycleLogStream(const model::Node& node);
 
 /// /opt/ml/config/resource_config.json for `cluster` with `nodes` (HyperPod's schema,
-/// node-contract.md §a.2): ClusterConfig {ClusterArn, ClusterName}, ClusterType "Slurm", and
-/// every declared instance group with its InstanceType and Instances (InstanceName
-/// "<group>-<n>" numbered from 1 by launch order, InstanceId, AgentIpAddress and
-/// CustomerIpAddress = the node's address, InstanceLabel null); a group without live
-/// instances has "Instances": null. Nodes shutting down or without an address are left out.
+/// docs/hyperpod-contract.md "Node files"): ClusterConfig {ClusterArn, ClusterName},
+/// ClusterType "Slurm", and every declared instance group with its InstanceType and
+/// Instances (InstanceName "<group>-<n>" numbered from 1 by launch order, InstanceId,
+/// AgentIpAddress and CustomerIpAddress = the node's address, InstanceLabel null); a group
+/// without live instances has "Instances": null. Nodes shutting down or without an address
+/// are left out.
 nlohmann::json ResourceConfig(const model::Cluster& cluster,
                               const std::vector<model::Node>& nodes);
 
@@ -125,7 +126,7 @@ class AgentService {
   };
   StatusOr<NodeFiles> nodeFiles(const Caller& caller);
   /// Why `caller`'s lifecycle scripts must wait, or nullopt when they may run. Controller
-  /// first (node-contract.md §a.1, node-image.md §5 A.6): on a Slurm cluster every other
+  /// first (docs/hyperpod-contract.md "Bring-up"): on a Slurm cluster every other
   /// node waits until a controller node's scripts have succeeded and that controller has
   /// applied a slurm.conf naming this node (else its configless slurmd finds no NodeName).
   std::optional<std::string> lifecycleWait(const Caller& caller, const NodeFiles& files);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperfleet/agent/agent.h"
 #include "hyperfleet/common/status.h"
 
 namespace hf::cli {
@@ -27,7 +28,7 @@ struct ServerFlags {
   std::string image_dir = "/var/lib/hyperfleet/images";  ///< node image cache (host-wide)
   std::string image_mirror = "http://deb.debian.org/debian";  ///< for building the image
   int lifecycle_timeout_seconds = 3600;    ///< per lifecycle script
-  int heartbeat_seconds = 1;               ///< agent heartbeat interval
+  int heartbeat_seconds = agent::kDefaultHeartbeatSeconds;  ///< agent heartbeat interval
   /// A running node whose agent is silent this long is unresponsive (hung) and recovered.
   int unresponsive_after_seconds = 10;
   int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"

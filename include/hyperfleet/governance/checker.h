@@ -1,5 +1,5 @@
 #pragma once
-// An independent checker of the governance invariants (../shared/research/governance.md §6).
+// An independent checker of the governance invariants (numbered below).
 // It mirrors the configuration and every workload from the events it is told about and the
 // engine's decisions, with its own quota arithmetic written from the HyperPod / Kueue
 // definitions (it calls nothing of the engine but Engine::Usage, to compare usage), and

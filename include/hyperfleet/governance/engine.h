@@ -4,7 +4,7 @@
 // incremental algorithm. A pure component: configuration and workload events in, admissions,
 // preemptions and "why pending" explanations out. No clocks, no I/O, no threads: the caller
 // injects every timestamp and owns persistence. See docs/governance.md for the semantics and
-// ../shared/research/governance.md for their sources.
+// their sources.
 //
 // Model (flat, one cohort per cluster):
 //  - a *flavor* is an instance type; its resources are accelerators, vCPU and memory;

@@ -1,6 +1,6 @@
 #pragma once
 // Seeded trace generator and virtual-time discrete-event driver for the governance engine
-// (../shared/research/governance.md §5.1–5.3). Deterministic: the same TraceConfig gives the
+// (tiers S, M, L: bench/README.md). Deterministic: the same TraceConfig gives the
 // same trace, and the same trace the same decisions.
 #include <cstdint>
 #include <string>
@@ -10,7 +10,7 @@
 
 namespace hf::governance {
 
-/// Sizes of a generated trace (§5.1 tiers).
+/// Sizes of a generated trace (see the tiers below).
 struct TraceConfig {
   uint64_t seed = 1;
   int teams = 20;
@@ -22,7 +22,7 @@ struct TraceConfig {
   bool idle_resource_sharing = true;
   bool churn = true;                 ///< cancels, hourly quota/weight/activation changes
 };
-/// §5.1 tiers: S (CI: 20 teams, 200 nodes, 10k workloads), M (1,000 teams, 10k nodes, 100k
+/// Tiers: S (CI: 20 teams, 200 nodes, 10k workloads), M (1,000 teams, 10k nodes, 100k
 /// workloads), L (M plus 1,000,000 pending at t = 0).
 TraceConfig TierS();
 TraceConfig TierM();
@@ -47,7 +47,7 @@ struct Trace {
   std::vector<TraceEvent> events;
 };
 
-/// Generates a trace (§5.1: Zipf(1.1) quotas summing to 90% of each type, strategy, weight
+/// Generates a trace (Zipf(1.1) quotas summing to 90% of each type, strategy, weight
 /// and preemption mixes, gang sizes, 25% sub-instance jobs, 1% never-fit, log-normal run
 /// times, Poisson arrivals at `offered_load`, churn).
 Trace GenerateTrace(const TraceConfig& cfg);
@@ -60,7 +60,7 @@ struct SimOptions {
   bool keep_log = false;           ///< keep the decision log text (determinism tests)
 };
 
-/// Figures of a simulation run (§5.3).
+/// Figures of a simulation run (what bench/README.md reports).
 struct SimReport {
   int64_t cycles = 0;
   int64_t admissions = 0;

@@ -3,7 +3,8 @@
 // read-only beneath each node's overlay. Built once per host by the recipe in
 // data/node-image/ (debootstrap minbase + packages.txt + the AMI layer), embedded in the
 // binary, and cached by content: <image-dir>/<key>/rootfs where <key> hashes the recipe.
-// Design: docs/nodes.md ("Host layout"); measured recipe: node-image.md §1.2, §5.
+// Design: docs/nodes.md ("Host layout"); what the image must provide: docs/hyperpod-contract.md
+// "The machine".
 #include <functional>
 #include <string>
 #include <string_view>

@@ -1,9 +1,10 @@
 #pragma once
 // slurm.conf as HyperPod's cluster agent writes it on a Slurm cluster's controller
-// (node-contract.md §a.3, §a.5): configless, node names = hostnames ip-a-b-c-d with their
+// (docs/hyperpod-contract.md "The machine"): configless, node names = hostnames ip-a-b-c-d with their
 // addresses, CPUs, memory and GPUs from the instance type, a `dev` partition with every node
 // and one partition per worker group. Pure functions of the cluster, its nodes and the
-// instance catalog; the control plane writes the result (issue 4 wires it).
+// instance catalog; the control plane sends the result to the controller's agent with its
+// node files (agentapi::AgentService).
 #include <map>
 #include <string>
 #include <vector>

@@ -40,7 +40,7 @@ void WriteTo(const std::string& path, const std::string& value) {
 }
 
 // Joins hyperfleet/<fleet>/<instance> in every hierarchy: on a hybrid host nspawn nests the
-// payload under its own v2 cgroup, so nodes sharing one would collide (node-image.md §2.1).
+// payload under its own v2 cgroup, so nodes sharing one would collide.
 void JoinCgroups(const nlohmann::json& node) {
   const std::string rel = absl::StrCat("hyperfleet/", node.value("fleet_id", ""), "/",
                                        node.value("instance_id", ""));

@@ -531,6 +531,20 @@ TEST_F(AgentTest, HeartbeatsWriteNewFiles) {
   EXPECT_TRUE(done_.get().ok());
 }
 
+// A register response without an interval: the agent heartbeats at the control plane's
+// default (kDefaultHeartbeatSeconds, 1 s), not at a slower pace of its own.
+TEST_F(AgentTest, WithoutAnIntervalItHeartbeatsAtTheControlPlanesDefault) {
+  cp_.registration.erase("heartbeat_seconds");
+  cp_.registration["lifecycle"]["run"] = false;
+  AgentOptions options = Options();
+  options.once = false;
+  StartAgent(options);
+  EXPECT_TRUE(cp_.WaitFor([&] { return cp_.heartbeats >= 3; },
+                          std::chrono::seconds(4 * kDefaultHeartbeatSeconds + 2)));
+  agent_->Stop();
+  ASSERT_EQ(done_.wait_for(10s), std::future_status::ready);
+}
+
 TEST_F(AgentTest, WrongTokenIsRetriedNotFatal) {
   AgentOptions options = Options();
   options.token = "wrong";

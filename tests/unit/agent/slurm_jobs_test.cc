@@ -376,7 +376,7 @@ TEST(SlurmJobs, MarksTheHeldJobsOfAccountsThatLeft) {
 
 // Without a governed account the agent stops querying Slurm (most clusters), but only once
 // no marked held job is left to report: those are reported until the control plane has
-// released them (issue 6 leftover 1, the last quota deleted).
+// released them (after the last quota was deleted).
 TEST(SlurmJobs, QueriesWithoutAccountsWhileMarkedHeldJobsRemain) {
   const std::string root = std::filesystem::temp_directory_path() /
                            ("hf-slurm-jobs-marked-" + std::to_string(::getpid()));

@@ -33,7 +33,7 @@ struct SignedFixture {
 constexpr char kKeyId[] = "AKIDEXAMPLE";
 constexpr char kSecret[] = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 
-// Captured on the wire from aws-cli 2.9.19 (shared/research/hyperpod-api.md §F1).
+// Captured on the wire from aws-cli 2.9.19.
 const SignedFixture kAwsCli2CreateCluster = {
     "POST", "/",
     {
@@ -59,7 +59,7 @@ const SignedFixture kAwsCli2CreateCluster = {
     "20261130T010104Z", "us-west-2", "sagemaker",
 };
 
-// Captured on the wire from @aws-sdk/client-sagemaker 3.1142.0 (hyperpod-api.md §F2).
+// Captured on the wire from @aws-sdk/client-sagemaker 3.1142.0.
 const SignedFixture kJsSdk3CreateCluster = {
     "POST", "/",
     {

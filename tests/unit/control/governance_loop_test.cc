@@ -1,5 +1,5 @@
 // GovernanceLoop: Slurm job reports in, job actions out, on a real (in-memory) store. The
-// HyperPod worked scenarios of governance.md §1.4 as Slurm would show them.
+// HyperPod worked scenarios of docs/governance.md as Slurm would show them.
 #include "hyperfleet/control/governance_loop.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
-// Table tests of the governance engine: HyperPod's worked scenarios
-// (../shared/research/governance.md §1.4) and Kueue v0.19 scheduler / preemption cases (§7),
+// Table tests of the governance engine: HyperPod's worked scenarios (docs/governance.md)
+// and Kueue v0.19 scheduler / preemption cases (kubernetes-sigs/kueue
+// test/integration/singlecluster/scheduler/),
 // ported to the flat HyperPod model (one cohort; a team = a ClusterQueue; an instance type =
 // a flavor). Kueue's "cpu" quantities become instances of a 1-vCPU type "unit".
 #include <gtest/gtest.h>
@@ -82,8 +83,9 @@ constexpr auto kReclaim = PreemptionReason::kReclaim;
 constexpr auto kInQueue = PreemptionReason::kInClusterQueue;
 constexpr auto kFair = PreemptionReason::kFairSharing;
 
-// ---- HyperPod §1.4: 4 × ml.g5.8xlarge, teams A and B with Count=2, LendAndBorrow,
-// BorrowLimit 50, PreemptTeamTasks LowerPriority, weight 0, FairShare Enabled.
+// ---- HyperPod's worked scenarios (docs/governance.md): 4 × ml.g5.8xlarge, teams A and B
+// with Count=2, LendAndBorrow, BorrowLimit 50, PreemptTeamTasks LowerPriority, weight 0,
+// FairShare Enabled.
 
 class HyperPodScenario : public ::testing::Test {
  protected:

@@ -1,5 +1,5 @@
 // Tests of the embedded instance catalog (data/instance-types.json) against the embedded
-// service model and the research table it came from.
+// service model.
 #include "hyperfleet/model/instance_catalog.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@ TEST(InstanceCatalog, CoversEveryClusterInstanceTypeOfTheServiceModel) {
   const auto& catalog = InstanceCatalog::Embedded();
   auto values = ServiceModel::Embedded()->enumValues("ClusterInstanceType");
   ASSERT_GE(values.size(), 200u);  // the model's enum is not empty by accident
-  // The research table has every value: no known gaps.
+  // The catalog has every value: no known gaps.
   for (const auto& type : values) {
     const InstanceTypeSpec* spec = catalog.find(type);
     ASSERT_NE(spec, nullptr) << type << " is missing from data/instance-types.json";

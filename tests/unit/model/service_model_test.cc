@@ -49,7 +49,7 @@ const std::vector<std::string> kOperations = {
     "UpdateComputeQuota",
 };
 
-// The create-cluster body aws-cli sent on the wire (hyperpod-api.md §F1).
+// The create-cluster body aws-cli 2.9.19 sent on the wire.
 json ValidCreateCluster() {
   return json::parse(
       R"({"ClusterName": "demo", "InstanceGroups": [{"InstanceGroupName": "controller",
