@@ -108,28 +108,6 @@ int TotalInstances(const std::vector<model::InstanceGroup>& groups) {
   return total;
 }
 
-std::vector<model::Tag> TagsFrom(const Json& list) {
-  std::vector<model::Tag> tags;
-  for (const auto& t : list) tags.push_back({Str(t, "Key"), Str(t, "Value")});
-  return tags;
-}
-
-Status CheckUniqueTagKeys(const std::vector<model::Tag>& tags) {
-  std::set<std::string> keys;
-  for (const auto& t : tags) {
-    if (!keys.insert(t.key).second) {
-      return RuleViolation(absl::StrCat("Duplicate tag key '", t.key, "' in Tags."));
-    }
-  }
-  return absl::OkStatus();
-}
-
-Json TagsJson(const std::vector<model::Tag>& tags) {
-  Json out = Json::array();
-  for (const auto& t : tags) out.push_back({{"Key", t.key}, {"Value", t.value}});
-  return out;
-}
-
 store::SortBy SortByFrom(const Json& in) {
   return Str(in, "SortBy") == "NAME" ? store::SortBy::kName : store::SortBy::kCreationTime;
 }
@@ -153,7 +131,7 @@ ClusterOperations::ClusterOperations(store::Store& store, const model::ServiceMo
                                      const Clock& clock, IdSource& ids, ApiConfig config,
                                      ChangeSink on_change)
     : store_(store), model_(model), clock_(clock), ids_(ids), config_(std::move(config)),
-      on_change_(std::move(on_change)) {}
+      on_change_(std::move(on_change)), tags_(store) {}
 
 namespace {
 
@@ -232,8 +210,8 @@ StatusOr<nlohmann::json> ClusterOperations::createCluster(const Json& in) {
   }
   HF_RETURN_IF_ERROR(CheckGroupSpecs(groups));
   HF_RETURN_IF_ERROR(CheckOrchestrator(in));
+  HF_RETURN_IF_ERROR(CheckTagList(in.value("Tags", Json::array())));
   const auto tags = TagsFrom(in.value("Tags", Json::array()));
-  HF_RETURN_IF_ERROR(CheckUniqueTagKeys(tags));
 
   model::Cluster c;
   c.id = ids_.clusterId();
@@ -867,61 +845,16 @@ StatusOr<nlohmann::json> ClusterOperations::describeClusterEvent(const Json& in)
   return Json{{"EventDetails", eventSummary(c, e, true)}};
 }
 
-// ---- Tags ---------------------------------------------------------------------------------
+// ---- Tags (every taggable ARN: tag_operations.cc) ---------------------------------------
 
-StatusOr<nlohmann::json> ClusterOperations::addTags(const Json& in) {
-  const std::string arn = Str(in, "ResourceArn");
-  const auto tags = TagsFrom(in.value("Tags", Json::array()));
-  HF_RETURN_IF_ERROR(CheckUniqueTagKeys(tags));
-  return mutateCluster(arn, [&](model::Cluster& c, store::WriteBatch& batch) -> StatusOr<Json> {
-    if (c.arn != arn) return absl::NotFoundError(absl::StrCat("Resource ", arn, " not found"));
-    HF_ASSIGN_OR_RETURN(auto existing, store_.tags(arn));
-    std::map<std::string, std::string> merged;
-    for (const auto& t : existing) merged[t.key] = t.value;
-    for (const auto& t : tags) merged[t.key] = t.value;
-    if (merged.size() > 50) {
-      return RuleViolation(absl::StrCat("A resource can have at most 50 tags; ", arn,
-                                        " would have ", merged.size(), "."));
-    }
-    batch.tags.push_back({arn, tags, {}});
-    // Fence on the cluster so that tags never land on a cluster deleted meanwhile.
-    batch.clusters.push_back({c, c.revision, false});
-    return Json{{"Tags", TagsJson(tags)}};
-  });
-}
+StatusOr<nlohmann::json> ClusterOperations::addTags(const Json& in) { return tags_.addTags(in); }
 
 StatusOr<nlohmann::json> ClusterOperations::listTags(const Json& in) {
-  const std::string arn = Str(in, "ResourceArn");
-  HF_ASSIGN_OR_RETURN(auto c, store_.cluster(arn));
-  if (c.arn != arn) return absl::NotFoundError(absl::StrCat("Resource ", arn, " not found"));
-  HF_ASSIGN_OR_RETURN(auto tags, store_.tags(arn));
-  // Pages by position among keys in order; the token is the last key returned.
-  const int limit = Limit(in, "MaxResults", 50);
-  const std::string after = Str(in, "NextToken");
-  Json out_tags = Json::array();
-  std::string next;
-  for (const auto& t : tags) {
-    if (!after.empty() && t.key <= after) continue;
-    if (static_cast<int>(out_tags.size()) == limit) {
-      next = out_tags.back()["Key"];
-      break;
-    }
-    out_tags.push_back({{"Key", t.key}, {"Value", t.value}});
-  }
-  Json out = {{"Tags", out_tags}};
-  if (!next.empty()) out["NextToken"] = next;
-  return out;
+  return tags_.listTags(in);
 }
 
 StatusOr<nlohmann::json> ClusterOperations::deleteTags(const Json& in) {
-  const std::string arn = Str(in, "ResourceArn");
-  const auto keys = in.value("TagKeys", std::vector<std::string>{});
-  return mutateCluster(arn, [&](model::Cluster& c, store::WriteBatch& batch) -> StatusOr<Json> {
-    if (c.arn != arn) return absl::NotFoundError(absl::StrCat("Resource ", arn, " not found"));
-    batch.tags.push_back({arn, {}, keys});
-    batch.clusters.push_back({c, c.revision, false});
-    return Json::object();
-  });
+  return tags_.deleteTags(in);
 }
 
 }  // namespace hf::api

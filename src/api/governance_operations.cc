@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "hyperfleet/api/errors.h"
+#include "hyperfleet/api/tag_operations.h"
 #include "hyperfleet/model/instance_catalog.h"
 #include "request_time.h"
 
@@ -377,8 +378,7 @@ StatusOr<Json> GovernanceOperations::create(model::SchedulerResource r, const mo
                                             ") creation started, version 1"),
                                now));
   if (auto excess = excessEvent(c, quotas, now)) batch.events.push_back(std::move(*excess));
-  std::vector<model::Tag> tag_list;
-  for (const auto& t : tags) tag_list.push_back({Str(t, "Key"), Str(t, "Value")});
+  const std::vector<model::Tag> tag_list = TagsFrom(tags);
   if (!tag_list.empty()) batch.tags.push_back({r.arn, tag_list, {}});
   auto committed = store_.commit(batch);
   if (!committed.ok()) {
@@ -396,7 +396,7 @@ StatusOr<Json> GovernanceOperations::create(model::SchedulerResource r, const mo
 StatusOr<Json> GovernanceOperations::createClusterSchedulerConfig(const Json& in) {
   const Json config = in.value("SchedulerConfig", Json::object());
   HF_RETURN_IF_ERROR(CheckSchedulerConfig(config));
-  HF_RETURN_IF_ERROR(CheckTags(in));
+  HF_RETURN_IF_ERROR(CheckTagList(in.value("Tags", Json::array())));
   HF_ASSIGN_OR_RETURN(auto c, liveCluster(Str(in, "ClusterArn")));
   model::SchedulerResource r;
   r.kind = kind::kSchedulerConfig;
@@ -409,7 +409,7 @@ StatusOr<Json> GovernanceOperations::createClusterSchedulerConfig(const Json& in
 StatusOr<Json> GovernanceOperations::createComputeQuota(const Json& in) {
   const Json config = in.value("ComputeQuotaConfig", Json::object());
   HF_RETURN_IF_ERROR(CheckQuotaConfig(config));
-  HF_RETURN_IF_ERROR(CheckTags(in));
+  HF_RETURN_IF_ERROR(CheckTagList(in.value("Tags", Json::array())));
   HF_RETURN_IF_ERROR(CheckNameLength(
       "computeQuotaTarget.teamName",
       Str(in.value("ComputeQuotaTarget", Json::object()), "TeamName")));

@@ -809,6 +809,19 @@ class SqliteStore final : public Store {
     return stepDone(c, v, "write scheduler resource version");
   }
 
+  // Tags belong to an object that exists (a cluster or a governance object): none lands on
+  // one deleted after the writer read it. Both arn columns are UNIQUE, hence indexed.
+  Status checkTaggable(Connection& c, const std::string& arn) {
+    auto s = c.stmt(
+        "SELECT 1 FROM clusters WHERE arn = ?1 UNION ALL "
+        "SELECT 1 FROM scheduler_resources WHERE arn = ?1 LIMIT 1");
+    s.bind(1, arn);
+    const int rc = s.step();
+    if (rc == SQLITE_ROW) return absl::OkStatus();
+    if (rc != SQLITE_DONE) return SqliteError(c.db(), "find tagged resource");
+    return absl::FailedPreconditionError(absl::StrCat("Resource ", arn, " does not exist"));
+  }
+
   StatusOr<int64_t> apply(Connection& c, const WriteBatch& b) {
     int64_t rev;
     {
@@ -869,6 +882,7 @@ class SqliteStore final : public Store {
       HF_RETURN_IF_ERROR(stepDone(c, s, "append event"));
     }
     for (const auto& t : b.tags) {
+      if (!t.put.empty()) HF_RETURN_IF_ERROR(checkTaggable(c, t.resource_arn));
       for (const auto& tag : t.put) {
         auto s = c.stmt(
             "INSERT INTO tags (resource_arn, key, value) VALUES (?1, ?2, ?3) "

@@ -1,8 +1,8 @@
 """End-to-end: task governance (ClusterSchedulerConfig and ComputeQuota) through boto3 and the
 aws CLI against a real Hyperfleet server: full CRUD, every class of bad input rejected with
 the field named and nothing changed, TargetVersion conflicts, one policy per cluster and one
-quota per team, quota beyond the cluster reported as an event, pagination, persistence across
-a restart, and the objects going with their cluster."""
+quota per team, quota beyond the cluster reported as an event, pagination, tags on the
+governance ARNs, persistence across a restart, and the objects going with their cluster."""
 
 import json
 import os
@@ -278,6 +278,59 @@ class GovernanceTest(unittest.TestCase):
         for i in ids:
             sm.delete_compute_quota(ComputeQuotaId=i)
 
+    def test_5_tags_on_governance_arns(self):
+        # IaC tools call ListTags right after a create and on every read, and AddTags /
+        # DeleteTags on update: the governance ARNs answer as cluster ARNs do.
+        sm = self.sm
+        policy = sm.create_cluster_scheduler_config(
+            Name="tagged-policy", ClusterArn=self.arn2, SchedulerConfig={},
+            Tags=[{"Key": "owner", "Value": "ml"}, {"Key": "tier", "Value": "gold"}])
+        quota = sm.create_compute_quota(
+            Name="tagged-quota", ClusterArn=self.arn2, ComputeQuotaConfig=quota_config(g5(1)),
+            ComputeQuotaTarget={"TeamName": "tag-team"},
+            Tags=[{"Key": "team", "Value": "tag-team"}])
+        cases = [(policy["ClusterSchedulerConfigArn"], {"owner": "ml", "tier": "gold"}),
+                 (quota["ComputeQuotaArn"], {"team": "tag-team"})]
+        for arn, created in cases:
+            with self.subTest(arn=arn):
+                def listed():
+                    pages = sm.get_paginator("list_tags").paginate(
+                        ResourceArn=arn, PaginationConfig={"PageSize": 50})
+                    return {t["Key"]: t["Value"] for p in pages for t in p["Tags"]}
+                self.assertEqual(listed(), created)
+                first = sorted(created)[0]
+                out = sm.add_tags(ResourceArn=arn, Tags=[{"Key": "stack", "Value": "s1"},
+                                                         {"Key": first, "Value": "changed"}])
+                self.assertEqual(len(out["Tags"]), 2)
+                self.assertEqual(listed(), dict(created, stack="s1", **{first: "changed"}))
+                sm.delete_tags(ResourceArn=arn, TagKeys=["stack", first, "absent"])
+                self.assertEqual(listed(), {k: v for k, v in created.items() if k != first})
+                with self.assertRaises(ClientError) as ctx:
+                    sm.add_tags(ResourceArn=arn, Tags=[{"Key": "aws:cloudformation:stack-id",
+                                                        "Value": "x"}])
+                self.assertError(ctx, "ValidationException", "'tags.1.member.key'", "aws:")
+                # 50 tags per resource: fill up, then one more is refused.
+                sm.add_tags(ResourceArn=arn, Tags=[{"Key": f"k{i}", "Value": "v"}
+                                                   for i in range(50 - len(listed()))])
+                with self.assertRaises(ClientError) as ctx:
+                    sm.add_tags(ResourceArn=arn, Tags=[{"Key": "one-more", "Value": "v"}])
+                self.assertError(ctx, "ValidationException", "at most 50 tags", arn)
+                self.assertEqual(len(listed()), 50)
+        sm.delete_cluster_scheduler_config(
+            ClusterSchedulerConfigId=policy["ClusterSchedulerConfigId"])
+        sm.delete_compute_quota(ComputeQuotaId=quota["ComputeQuotaId"])
+        for arn, _ in cases:
+            for call in (lambda: sm.list_tags(ResourceArn=arn),
+                         lambda: sm.add_tags(ResourceArn=arn, Tags=[{"Key": "k", "Value": "v"}]),
+                         lambda: sm.delete_tags(ResourceArn=arn, TagKeys=["owner"])):
+                with self.assertRaises(ClientError) as ctx:
+                    call()
+                self.assertError(ctx, "ResourceNotFound", arn)
+        other = f"arn:aws:sagemaker:{harness.REGION}:{harness.ACCOUNT}:training-job/my-job"
+        with self.assertRaises(ClientError) as ctx:
+            sm.list_tags(ResourceArn=other)
+        self.assertError(ctx, "ResourceNotFound", other)
+
 
 class CliGovernanceTest(unittest.TestCase):
     """The aws CLI: CRUD and errors on the same operations (exit codes, --cli-input-json)."""
@@ -335,6 +388,32 @@ class CliGovernanceTest(unittest.TestCase):
         self.aws("delete-compute-quota", "--compute-quota-id", qid)
         err = self.aws("describe-compute-quota", "--compute-quota-id", qid, ok=False)
         self.assertIn("(ResourceNotFound)", err)
+
+    def test_cli_tags(self):
+        arn = create_cluster(make_client(self.server.endpoint), "gov-cli-tags")
+        policy = self.aws("create-cluster-scheduler-config", "--name", "tagged",
+                          "--cluster-arn", arn, "--scheduler-config", "{}",
+                          "--tags", "Key=env,Value=cli")["ClusterSchedulerConfigArn"]
+        quota = self.aws("create-compute-quota", "--name", "tagged", "--cluster-arn", arn,
+                         "--compute-quota-config", json.dumps({"ComputeQuotaResources": g5(1)}),
+                         "--compute-quota-target", "TeamName=cli-tags",
+                         "--tags", "Key=env,Value=cli")["ComputeQuotaArn"]
+        for resource in (policy, quota):
+            self.assertEqual(self.aws("list-tags", "--resource-arn", resource)["Tags"],
+                             [{"Key": "env", "Value": "cli"}])
+            self.aws("add-tags", "--resource-arn", resource, "--tags", "Key=a,Value=1")
+            self.assertEqual(self.aws("list-tags", "--resource-arn", resource)["Tags"],
+                             [{"Key": "a", "Value": "1"}, {"Key": "env", "Value": "cli"}])
+            self.aws("delete-tags", "--resource-arn", resource, "--tag-keys", "env")
+            self.assertEqual(self.aws("list-tags", "--resource-arn", resource)["Tags"],
+                             [{"Key": "a", "Value": "1"}])
+        self.aws("delete-cluster-scheduler-config", "--cluster-scheduler-config-id",
+                 policy.rsplit("/", 1)[1])
+        self.aws("delete-compute-quota", "--compute-quota-id", quota.rsplit("/", 1)[1])
+        for resource in (policy, quota):
+            err = self.aws("list-tags", "--resource-arn", resource, ok=False)
+            self.assertIn("(ResourceNotFound)", err)
+            self.assertIn(resource, err)
 
 
 class PersistenceTest(unittest.TestCase):

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hyperfleet/api/tag_operations.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/common/status.h"
@@ -93,6 +94,7 @@ class ClusterOperations {
   IdSource& ids_;
   const ApiConfig config_;
   ChangeSink on_change_;
+  TagOperations tags_;  ///< AddTags/ListTags/DeleteTags on every taggable HyperPod ARN
 };
 
 }  // namespace hf::api

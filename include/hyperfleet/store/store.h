@@ -34,7 +34,8 @@ struct NodeWrite {
   bool erase = false;
 };
 
-/// Tag changes on one resource ARN.
+/// Tag changes on one resource ARN. Tags are put only on an existing cluster or governance
+/// object (it may be created in the same batch): FailedPrecondition otherwise.
 struct TagWrite {
   std::string resource_arn;
   std::vector<model::Tag> put;           ///< added or overwritten
