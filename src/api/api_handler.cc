@@ -127,7 +127,9 @@ StatusOr<nlohmann::json> ApiHandler::dispatchTo(JsonService& service,
     if (AwsErrorTypeOf(valid)) return valid;
     return WithAwsErrorType(std::move(valid), service.validationErrorType());
   }
-  return service.call(op, service.model().pruneInput(op, body));
+  HF_ASSIGN_OR_RETURN(nlohmann::json out,
+                      service.call(op, service.model().pruneInput(op, body)));
+  return service.model().pruneOutput(op, out);
 }
 
 StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
@@ -151,15 +153,21 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
   HF_ASSIGN_OR_RETURN(nlohmann::json body,
                       DecodeBody(req, "the SageMaker API takes application/x-amz-json-1.1."));
   HF_RETURN_IF_ERROR(model_.validateInput(op, body));
+  // Members the model does not define are ignored, as AWS does, and never stored; a response
+  // carries only the members of the operation's output shape (never internal bookkeeping).
+  const nlohmann::json input = model_.pruneInput(op, body);
   for (OperationSet* set : operation_sets_) {
-    if (set->implements(op)) return set->call(op, model_.pruneInput(op, body));
+    if (set->implements(op)) {
+      HF_ASSIGN_OR_RETURN(nlohmann::json out, set->call(op, input));
+      return model_.pruneOutput(op, out);
+    }
   }
   if (!clusters_.implements(op)) {
     return absl::UnimplementedError(
         absl::StrCat("Hyperfleet does not implement SageMaker.", op, " yet."));
   }
-  // Members the model does not define are ignored, as AWS does, and never stored.
-  return clusters_.call(op, model_.pruneInput(op, body));
+  HF_ASSIGN_OR_RETURN(nlohmann::json out, clusters_.call(op, input));
+  return model_.pruneOutput(op, out);
 }
 
 http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {

@@ -13,6 +13,7 @@ using nlohmann::json;
 
 namespace {
 
+// The response is Hyperfleet's free-form report: a "document" the API handler keeps whole.
 constexpr std::string_view kJobsModel = R"({
   "version": "2.0",
   "metadata": {"apiVersion": "2026-11-30", "protocol": "json", "jsonVersion": "1.1",
@@ -25,7 +26,7 @@ constexpr std::string_view kJobsModel = R"({
   "shapes": {
     "DescribeJobAdmissionRequest": {"type": "structure", "required": ["ClusterName", "JobId"],
       "members": {"ClusterName": {"shape": "ClusterNameOrArn"}, "JobId": {"shape": "JobId"}}},
-    "DescribeJobAdmissionResponse": {"type": "structure", "members": {}},
+    "DescribeJobAdmissionResponse": {"type": "structure", "document": true, "members": {}},
     "ClusterNameOrArn": {"type": "string", "min": 1, "max": 256},
     "JobId": {"type": "string", "min": 1, "max": 20, "pattern": "[0-9]+"}
   }

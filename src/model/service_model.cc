@@ -159,6 +159,7 @@ struct Shape {
   const json* raw = nullptr;
   bool is_union = false;
   bool sensitive = false;
+  bool document = false;  // a free-form structure ("document": true): kept whole by Prune
   std::optional<Bound> min;
   std::optional<Bound> max;
   std::string pattern;
@@ -491,6 +492,7 @@ void Walker::Check(const Shape& shape, const json& v, std::string& path, int dep
 json Prune(const Shape& shape, const json& v) {
   switch (shape.kind) {
     case Kind::kStructure: {
+      if (shape.document) return v;
       json out = json::object();
       if (!v.is_object()) return out;
       for (const Member& m : shape.members) {
@@ -572,6 +574,17 @@ class ModelImpl final : public ServiceModel {
     return Prune(*op->second, input);
   }
 
+  json pruneOutput(std::string_view operation, const json& output) const override {
+    auto op = outputs_.find(operation);
+    if (op == outputs_.end() || op->second == nullptr) return json::object();
+    return Prune(*op->second, output);
+  }
+
+  std::string outputShape(std::string_view operation) const override {
+    auto op = outputs_.find(operation);
+    return op == outputs_.end() || op->second == nullptr ? std::string() : op->second->name;
+  }
+
  private:
   Status Index();
   Status IndexShape(const std::string& name, const json& raw, Shape& shape);
@@ -581,6 +594,7 @@ class ModelImpl final : public ServiceModel {
   json doc_;
   std::map<std::string, Shape, std::less<>> shapes_;  // node-based: Shape addresses are stable
   std::map<std::string, const Shape*, std::less<>> operations_;         // name -> input (or null)
+  std::map<std::string, const Shape*, std::less<>> outputs_;            // name -> output (or null)
   std::map<std::string, std::unique_ptr<Regex>, std::less<>> regexes_;  // one per pattern
 };
 
@@ -658,6 +672,7 @@ Status ModelImpl::IndexShape(const std::string& name, const json& raw, Shape& sh
   };
   shape.is_union = flag("union");
   shape.sensitive = flag("sensitive");
+  shape.document = flag("document");
   if (raw.contains("min")) {
     HF_ASSIGN_OR_RETURN(shape.min, ReadBound(raw, "min", name));
   }
@@ -731,10 +746,9 @@ Status ModelImpl::Index() {
     if (auto in = it.value().find("input"); in != it.value().end()) {
       HF_ASSIGN_OR_RETURN(input, Resolve(*in, "operation " + it.key() + " input"));
     }
-    for (const char* key : {"output"}) {
-      if (auto out = it.value().find(key); out != it.value().end()) {
-        HF_RETURN_IF_ERROR(Resolve(*out, "operation " + it.key() + " output").status());
-      }
+    const Shape* output = nullptr;
+    if (auto out = it.value().find("output"); out != it.value().end()) {
+      HF_ASSIGN_OR_RETURN(output, Resolve(*out, "operation " + it.key() + " output"));
     }
     if (auto errors = it.value().find("errors"); errors != it.value().end()) {
       if (!errors->is_array())
@@ -744,6 +758,7 @@ Status ModelImpl::Index() {
       }
     }
     operations_[it.key()] = input;
+    outputs_[it.key()] = output;
   }
   return Status();
 }

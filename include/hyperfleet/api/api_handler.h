@@ -2,6 +2,8 @@
 // The AWS JSON 1.1 front door: every request passes, in order, the method check, SigV4
 // authentication, the X-Amz-Target and Content-Type checks, JSON decoding, validation against
 // the service model, and then the operation. A request rejected at any step changes nothing.
+// Every response is pruned to the operation's output shape in the model, here and only here,
+// so no operation can return a member the model does not define.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,7 +49,7 @@ class ApiHandler {
   http::HttpResponse handle(http::HttpRequest&& request);
 
   /// The steps after authentication, for the fuzzer and unit tests: target, content type,
-  /// JSON, validation, operation. Returns the response body or the error.
+  /// JSON, validation, operation, output pruning. Returns the response body or the error.
   StatusOr<nlohmann::json> dispatch(const http::HttpRequest& request);
 
  private:

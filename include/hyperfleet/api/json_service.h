@@ -12,7 +12,8 @@ namespace hf::api {
 
 /// Another AWS JSON 1.1 service served on the same endpoint (e.g. the CloudWatch Logs subset,
 /// hf_logs' LogOperations). The handler authenticates with the service's signing name,
-/// validates input against its model and tags model violations with its error type.
+/// validates input against its model, tags model violations with its error type, and prunes
+/// responses to the model's output shapes (a "document": true structure is kept whole).
 class JsonService {
  public:
   virtual ~JsonService() = default;

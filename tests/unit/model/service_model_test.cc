@@ -595,5 +595,32 @@ TEST(ServiceModelPrune, KeepsOnlyTheModelsMembersAtEveryDepth) {
   EXPECT_EQ(model.pruneInput("NoSuchOperation", in), nlohmann::json::object());
 }
 
+TEST(ServiceModelPrune, OutputKeepsOnlyTheOutputShapesMembersAndDocumentsWhole) {
+  const auto& model = *ServiceModel::Embedded();
+  EXPECT_EQ(model.outputShape("DescribeClusterNode"), "DescribeClusterNodeResponse");
+  EXPECT_EQ(model.outputShape("DeleteComputeQuota"), "");  // no output in the model
+  nlohmann::json out = {
+      {"NodeDetails",
+       {{"InstanceId", "i-00000000000000001"},
+        {"ThreadsPerCore", 2},
+        {"ReplacementOf", "i-00000000000000009"},
+        {"InstanceStatus", {{"Status", "Running"}, {"Mine", 1}}}}},
+      {"Bookkeeping", true}};
+  EXPECT_EQ(model.pruneOutput("DescribeClusterNode", out),
+            (nlohmann::json{{"NodeDetails",
+                             {{"InstanceId", "i-00000000000000001"},
+                              {"ThreadsPerCore", 2},
+                              {"InstanceStatus", {{"Status", "Running"}}}}}}));
+  EXPECT_EQ(model.pruneOutput("DeleteComputeQuota", out), nlohmann::json::object());
+  EXPECT_EQ(model.pruneOutput("NoSuchOperation", out), nlohmann::json::object());
+
+  auto free_form = ServiceModel::FromJson(R"({"operations": {"Why": {"name": "Why",
+      "output": {"shape": "WhyResponse"}}}, "shapes": {
+      "WhyResponse": {"type": "structure", "document": true, "members": {}}}})");
+  ASSERT_TRUE(free_form.ok()) << free_form.status();
+  const nlohmann::json report = {{"Anything", {{"goes", {1, 2}}}}};
+  EXPECT_EQ((*free_form)->pruneOutput("Why", report), report);
+}
+
 }  // namespace
 }  // namespace hf::model
