@@ -63,7 +63,11 @@ void ClusterController::enqueue(const std::string& cluster_id) {
 }
 
 StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
-  watch_liveness_ = false;
+  HF_ASSIGN_OR_RETURN(ClusterPlan plan, reconcile(cluster_id));
+  return plan.settled;
+}
+
+StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id) {
   ClusterSnapshot snap;
   HF_ASSIGN_OR_RETURN(snap.cluster, store_.clusterById(cluster_id));
   HF_ASSIGN_OR_RETURN(snap.nodes, store_.nodes(snap.cluster.id));
@@ -105,12 +109,12 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
     if (!s.ok()) spdlog::warn("power cycle {} failed: {}", id, s.ToString());
   }
   if (hooks_.publish_slurm_marks) hooks_.publish_slurm_marks(cluster_id, plan.slurm_marks);
-  watch_liveness_ = plan.watch_liveness;
   if (!plan.notice.empty()) {
     // At most once a minute per cluster: the condition lasts for many passes.
-    auto& last = last_notice_[cluster_id];
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last > std::chrono::minutes(1)) {
+    const SteadyTime now = clock_.monotonic();
+    auto [it, first] = last_notice_.try_emplace(cluster_id, now);
+    SteadyTime& last = it->second;
+    if (first || now - last > std::chrono::minutes(1)) {
       spdlog::warn("cluster {}: {}", cluster_id, plan.notice);
       last = now;
     }
@@ -118,61 +122,70 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
   // A pass over a large cluster allocates its whole snapshot; hand that memory back to the
   // system instead of keeping it as free heap for the server's lifetime.
   if (snap.nodes.size() >= 1000) malloc_trim(0);
-  return plan.settled;
+  return plan;
+}
+
+std::optional<SteadyTime> ClusterController::runOnce() {
+  std::unique_lock lock(mu_);
+  return turn(lock);
+}
+
+std::optional<SteadyTime> ClusterController::turn(std::unique_lock<std::mutex>& lock) {
+  // Clusters with work in flight are revisited when due; all others at resync.
+  const SteadyTime now = clock_.monotonic();
+  if (!next_resync_ || now >= *next_resync_) {
+    next_resync_ = now + options_.resync_interval;
+    lock.unlock();
+    auto clusters = store_.allClusters();
+    lock.lock();
+    if (clusters.ok()) {
+      for (const auto& c : *clusters) {
+        if (queued_.insert(c.id).second) queue_.push_back(c.id);
+      }
+    } else {
+      spdlog::error("resync: {}", clusters.status().ToString());
+    }
+  }
+  for (auto it = due_.begin(); it != due_.end();) {
+    if (it->second <= now) {
+      if (queued_.insert(it->first).second) queue_.push_back(it->first);
+      it = due_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (queue_.empty()) {
+    SteadyTime wake = *next_resync_;
+    for (const auto& [id, t] : due_) wake = std::min(wake, t);
+    return wake;
+  }
+  std::string id = queue_.front();
+  queue_.pop_front();
+  queued_.erase(id);
+  lock.unlock();
+  auto plan = reconcile(id);
+  lock.lock();
+  std::optional<Duration> requeue_after;
+  if (plan.ok()) {
+    requeue_after =
+        RequeueAfter(*plan, options_.active_interval, options_.liveness_interval);
+  } else if (!absl::IsNotFound(plan.status())) {
+    // A lost CAS race or a transient error: try again soon.
+    spdlog::debug("reconcile {}: {}", id, plan.status().ToString());
+    requeue_after = options_.active_interval;
+  }
+  if (requeue_after) due_[id] = clock_.monotonic() + *requeue_after;
+  return std::nullopt;
 }
 
 void ClusterController::run() {
-  // Clusters with work in flight are revisited every active_interval; all others at resync.
-  using SteadyClock = std::chrono::steady_clock;
-  std::map<std::string, SteadyClock::time_point> due;
-  auto next_resync = SteadyClock::now();
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    const auto now = SteadyClock::now();
-    if (now >= next_resync) {
-      next_resync = now + options_.resync_interval;
-      lock.unlock();
-      auto clusters = store_.allClusters();
-      lock.lock();
-      if (clusters.ok()) {
-        for (const auto& c : *clusters) {
-          if (queued_.insert(c.id).second) queue_.push_back(c.id);
-        }
-      } else {
-        spdlog::error("resync: {}", clusters.status().ToString());
-      }
-    }
-    for (auto it = due.begin(); it != due.end();) {
-      if (it->second <= now) {
-        if (queued_.insert(it->first).second) queue_.push_back(it->first);
-        it = due.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (queue_.empty()) {
-      auto wake = next_resync;
-      for (const auto& [id, t] : due) wake = std::min(wake, t);
-      cv_.wait_until(lock, wake, [&] { return stopping_ || !queue_.empty(); });
-      continue;
-    }
-    std::string id = queue_.front();
-    queue_.pop_front();
-    queued_.erase(id);
-    lock.unlock();
-    auto settled = reconcileOnce(id);
-    lock.lock();
-    if (!settled.ok()) {
-      if (!absl::IsNotFound(settled.status())) {
-        // A lost CAS race or a transient error: try again soon.
-        spdlog::debug("reconcile {}: {}", id, settled.status().ToString());
-        due[id] = SteadyClock::now() + options_.active_interval;
-      }
-    } else if (!*settled) {
-      due[id] = SteadyClock::now() + options_.active_interval;
-    } else if (watch_liveness_) {
-      due[id] = SteadyClock::now() + options_.liveness_interval;
-    }
+    const std::optional<SteadyTime> wake = turn(lock);
+    if (!wake) continue;
+    // Sleeps in real time for the clock's interval (the same under the real clock).
+    cv_.wait_for(lock, *wake - clock_.monotonic(),
+                 [&] { return stopping_ || !queue_.empty(); });
   }
 }
 

@@ -923,4 +923,10 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   return std::move(w.plan);
 }
 
+std::optional<Duration> RequeueAfter(const ClusterPlan& plan, Duration active, Duration liveness) {
+  if (!plan.settled) return active;
+  if (plan.watch_liveness) return liveness;
+  return std::nullopt;
+}
+
 }  // namespace hf::control

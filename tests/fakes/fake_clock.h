@@ -6,10 +6,12 @@
 
 namespace hf::testing {
 
-/// Thread-safe fake clock, starting at 2026-01-01T00:00:00Z.
+/// Thread-safe fake clock, starting at 2026-01-01T00:00:00Z; advance() moves the wall clock
+/// and the monotonic one alike.
 class FakeClock final : public Clock {
  public:
   SystemTime now() const override { return SystemTime(Duration(nanos_.load())); }
+  SteadyTime monotonic() const override { return SteadyTime(Duration(nanos_.load())); }
   void advance(Duration d) { nanos_ += d.count(); }
 
  private:

@@ -3,6 +3,8 @@
 // Keys come from the API (after each accepted write), from a periodic resync, and from the
 // worker itself while a cluster has work in flight. Each pass loads a snapshot, calls
 // PlanCluster(), commits the writes (compare-and-swap) and then makes the provider calls.
+// Every timer reads the injected Clock's monotonic time, so a simulator can drive the loop
+// (runOnce()) under a fake clock.
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -73,8 +75,19 @@ class ClusterController {
   /// Errors: those of the store and provider (Conflict when the plan lost a CAS race).
   StatusOr<bool> reconcileOnce(const std::string& cluster_id);
 
+  /// One turn of the worker loop at the clock's monotonic time: queues every stored cluster
+  /// when a resync is due (the first turn always), and each cluster whose requeue time has
+  /// come; then reconciles the first queued cluster. Returns nullopt when it reconciled one
+  /// (call again), else when work is next due (the worker waits until then, or until
+  /// enqueue()). For the worker and for simulators; not while the worker runs.
+  std::optional<SteadyTime> runOnce();
+
  private:
   void run();
+  /// reconcileOnce(), returning the plan it carried out.
+  StatusOr<ClusterPlan> reconcile(const std::string& cluster_id);
+  /// runOnce() with mu_ held (released while reconciling).
+  std::optional<SteadyTime> turn(std::unique_lock<std::mutex>& lock);
 
   store::Store& store_;
   provider::Provider& provider_;
@@ -88,9 +101,12 @@ class ClusterController {
   std::deque<std::string> queue_;
   std::set<std::string> queued_;
   bool stopping_ = false;
-  bool watch_liveness_ = false;  ///< the last reconcile's ClusterPlan::watch_liveness
+  /// When each cluster with work in flight (or agents to watch) is looked at again.
+  std::map<std::string, SteadyTime> due_;
+  /// When every cluster is next resynced; none before the first turn (due at once).
+  std::optional<SteadyTime> next_resync_;
   /// When each cluster's ClusterPlan::notice was last logged (worker thread only).
-  std::map<std::string, std::chrono::steady_clock::time_point> last_notice_;
+  std::map<std::string, SteadyTime> last_notice_;
   std::thread worker_;
 };
 

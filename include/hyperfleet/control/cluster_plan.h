@@ -114,4 +114,9 @@ struct ClusterPlan {
 ///    reason, and returned to service (resume) once its instance is up again.
 ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids);
 
+/// When to look at the cluster again after carrying out `plan` (controller-runtime's
+/// Result.RequeueAfter): after `active` while something is in flight, after `liveness`
+/// while settled nodes' agents must be watched for silence; nullopt: at the next resync.
+std::optional<Duration> RequeueAfter(const ClusterPlan& plan, Duration active, Duration liveness);
+
 }  // namespace hf::control
