@@ -1,14 +1,13 @@
-#include "hyperfleet/governance/engine.h"
-
-#include <algorithm>
-#include <cmath>
+// The engine's public façade (include/hyperfleet/governance/engine.h): configuration and
+// workload events, queries. The decisions are in the files engine_impl.h lists.
 #include <limits>
-#include <queue>
-#include <cstdio>
-#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "governance/engine_impl.h"
 
 namespace hf::governance {
 
@@ -40,2099 +39,6 @@ std::string_view VerdictName(Verdict v) {
   }
   return "?";
 }
-
-namespace {
-// One resource amount in the unit people read: vCPU and GiB rather than milli and MiB.
-std::string Human(int r, int64_t v) {
-  switch (r) {
-    case kVCpuMilli: return absl::StrCat(v / 1000.0);
-    case kMemoryMiB: return absl::StrCat(v / 1024.0, " GiB");
-    default: return absl::StrCat(v);
-  }
-}
-}  // namespace
-
-std::string RenderWhyPending(const WhyPending& w) {
-  std::string out = absl::StrCat("job ", w.id, " (team ", w.team, ", ", w.instance_type,
-                                 ", priority ", w.priority_class.empty() ? "none" : w.priority_class,
-                                 " = ", w.priority, "): ", std::string(VerdictName(w.verdict)),
-                                 "\n  why: ", w.reason, "\n");
-  absl::StrAppend(&out, "  resource       request    nominal      usage  borrow-limit  "
-                        "borrowable  idle-in-cohort  available  max-ever\n");
-  for (int r = 0; r < kNumResources; ++r) {
-    const ResourceQuotaView& v = w.resources[r];
-    if (v.request == 0 && v.nominal == 0) continue;
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-12s %9s  %9s  %9s  %12s  %10s  %14s  %9s  %8s\n",
-                  std::string(ResourceName(r)).c_str(), Human(r, v.request).c_str(),
-                  Human(r, v.nominal).c_str(), Human(r, v.usage).c_str(),
-                  Human(r, v.borrow_limit).c_str(), Human(r, v.borrowable).c_str(),
-                  Human(r, v.idle_in_cohort).c_str(), Human(r, v.available).c_str(),
-                  Human(r, v.potential).c_str());
-    absl::StrAppend(&out, line);
-  }
-  if (w.verdict != Verdict::kAdmitted) {
-    absl::StrAppend(&out, "  jobs of the team ahead of it: ", w.jobs_ahead);
-    if (!w.first_ahead.empty()) {
-      absl::StrAppend(&out, " (");
-      for (size_t i = 0; i < w.first_ahead.size(); ++i)
-        absl::StrAppend(&out, i ? ", " : "", w.first_ahead[i]);
-      absl::StrAppend(&out, w.jobs_ahead > static_cast<int64_t>(w.first_ahead.size()) ? ", ...)" : ")");
-    }
-    absl::StrAppend(&out, "\n");
-  }
-  return out;
-}
-
-Resources PerInstance(const InstanceTypeCapacity& t) {
-  return {t.accelerators, int64_t{t.vcpus} * 1000,
-          static_cast<int64_t>(std::llround(t.memory_gib * 1024.0))};
-}
-
-StatusOr<Resources> ResolveQuotaResource(const QuotaResource& q, const Resources& inst,
-                                         std::string_view field) {
-  auto bad = [&](std::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": ", std::string(what)));
-  };
-  for (auto [v, name] : {std::pair{q.accelerators, "Accelerators"}, {q.vcpu, "VCpu"},
-                         {q.memory_gib, "MemoryInGiB"}}) {
-    if (v && (*v < 0 || !std::isfinite(*v))) return bad(absl::StrCat(name, " must be ≥ 0"));
-  }
-  if (q.count && *q.count < 0) return bad("Count must be ≥ 0");
-  if (q.accelerators && *q.accelerators > 0 && inst[kAccelerators] == 0)
-    return bad(absl::StrCat("Accelerators: ", q.instance_type, " has no accelerators"));
-  Resources out{};
-  const double acc = static_cast<double>(inst[kAccelerators]);
-  const double cpu = static_cast<double>(inst[kVCpuMilli]);
-  const double mem = static_cast<double>(inst[kMemoryMiB]);
-  if (q.count) {
-    for (int r = 0; r < kNumResources; ++r) out[r] = *q.count * inst[r];
-  } else if (q.accelerators) {
-    const double frac = acc > 0 ? *q.accelerators / acc : 0;
-    out = {0, static_cast<int64_t>(frac * cpu), static_cast<int64_t>(frac * mem)};
-  } else if (q.vcpu) {
-    const double frac = cpu > 0 ? *q.vcpu * 1000 / cpu : 0;
-    out = {0, 0, static_cast<int64_t>(frac * mem)};
-  } else if (q.memory_gib) {
-    const double frac = mem > 0 ? *q.memory_gib * 1024 / mem : 0;
-    out = {0, static_cast<int64_t>(frac * cpu), 0};
-  } else {
-    return bad("one of Count, Accelerators, VCpu or MemoryInGiB is required");
-  }
-  // Fields given explicitly override what Count or the ratio derived.
-  if (q.accelerators) out[kAccelerators] = static_cast<int64_t>(std::floor(*q.accelerators));
-  if (q.vcpu) out[kVCpuMilli] = static_cast<int64_t>(std::floor(*q.vcpu * 1000));
-  if (q.memory_gib) out[kMemoryMiB] = static_cast<int64_t>(std::floor(*q.memory_gib * 1024));
-  return out;
-}
-
-namespace {
-
-constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
-constexpr uint8_t kNoClass = 255;
-
-enum class WlState : uint8_t { kFree, kPending, kAdmitted, kNeverFit };
-
-// Last outcome of a pending equivalence class (for Explain).
-enum class Skip : uint8_t { kNone, kNoQuota, kNeedsBorrow, kNoCandidates, kInactive };
-
-// One workload. Kept small (the benchmark's budget is ≤ 300 bytes per pending workload,
-// queue node and id index included): the request is an interned shape, the team, type and
-// class are small ids.
-struct Wl {
-  uint64_t id = 0;
-  int64_t ts = 0;
-  int64_t admit_seq = 0;      // order of admission (most recent is preempted first)
-  uint32_t team = 0;
-  uint32_t shape = 0;         // index in Impl::shapes (the request)
-  uint32_t pos = kNone;       // index in the team-flavor admitted / never-fit vector
-  int32_t evicted_cycle = -1; // cycle in which it was last evicted
-  int32_t queued_cycle = 0;   // cycle count when it (re)entered the queue (Explain)
-  int32_t prio = 0;
-  uint16_t flavor = 0;
-  uint8_t cls = kNoClass;
-  WlState state = WlState::kFree;
-};
-
-// Queue order within an equivalence class: earlier submission, then id. The set holds
-// workload indices; the comparator reads the (immutable while queued) keys.
-struct QCmp {
-  const std::vector<Wl>* wls;
-  bool operator()(uint32_t a, uint32_t b) const {
-    const Wl& x = (*wls)[a];
-    const Wl& y = (*wls)[b];
-    if (x.ts != y.ts) return x.ts < y.ts;
-    return x.id < y.id;
-  }
-};
-using Queue = std::set<uint32_t, QCmp>;
-
-// The pending workloads of one team and type with the same priority class and request:
-// they are interchangeable for every admission and preemption decision (Kueue's
-// equivalence hashing), so when the first fails the others are not tried in that pass.
-// Its class, priority and request are in the BucketInfo at `slot`.
-struct Bucket {
-  Queue q;
-  uint32_t slot = 0;         // index in its TeamFlavor's buckets / info
-  Bucket(const std::vector<Wl>* wls) : q(QCmp{wls}) {}
-};
-
-// What a scan's filter reads of a bucket, kept inline in the team-flavor (parallel to its
-// buckets): a scan reads one contiguous array instead of one heap node per bucket (at tier
-// M the pointer chase was most of the scan's time).
-struct BucketInfo {
-  uint32_t shape = 0;
-  int32_t prio = 0;
-  uint32_t size = 0;  // pending workloads in the bucket (its q.size())
-  uint8_t cls = kNoClass;
-  bool fresh = false; // holds workloads submitted since the last cycle
-  Skip skip = Skip::kNone;  // last outcome of its head (Explain)
-  // The head's queue keys and the cycle it was last preempted in (valid while size > 0):
-  // a scan orders the heads of many classes without reading their queues.
-  int32_t head_evicted_cycle = -1;
-  int64_t head_ts = 0;
-  uint64_t head_id = 0;
-};
-
-constexpr int kClassSlots = 11;  // 10 classes + "no class"
-inline int ClassSlot(uint8_t cls) { return cls == kNoClass ? 10 : cls; }
-
-// What victim searches read of an admitted workload, kept next to the team-flavor's list of
-// admitted workloads so that filtering candidates reads no workload.
-struct AdmittedKey {
-  int64_t admit_seq = 0;
-  int32_t prio = 0;
-  uint32_t shape = 0;
-};
-
-// Weighted dominant resource share borrowed / (lendable × weight), kept as an exact
-// fraction so that equal shares compare equal. Zero-weight borrowers rank above everyone
-// and compare among themselves by the unweighted share (Kueue v0.19 CompareDRS).
-// A GCC/Clang extension: __extension__ keeps -Wpedantic quiet about it.
-__extension__ typedef __int128 Int128;
-
-struct Share {
-  int inf = 0;
-  int64_t num = 0;
-  Int128 den = 1;
-  double approx = 0;  // num / den, within a relative 1e-15 (set by Impl::ShareOf)
-  static int Cmp(const Share& a, const Share& b) {
-    if (a.inf != b.inf) return a.inf < b.inf ? -1 : 1;
-    // Shares that differ by more than the approximations' error are ordered by them (most
-    // comparisons in scans and heaps); close ones by exact 128-bit products.
-    const double d = a.approx - b.approx;
-    const double tol = 1e-12 * std::max(a.approx, b.approx);
-    if (d > tol) return 1;
-    if (d < -tol) return -1;
-    if (a.den == b.den) return a.num < b.num ? -1 : a.num > b.num ? 1 : 0;
-    const Int128 l = static_cast<Int128>(a.num) * b.den;
-    const Int128 r = static_cast<Int128>(b.num) * a.den;
-    return l < r ? -1 : l > r ? 1 : 0;
-  }
-  bool operator<(const Share& o) const { return Cmp(*this, o) < 0; }
-  bool operator<=(const Share& o) const { return Cmp(*this, o) <= 0; }
-  bool operator==(const Share& o) const { return Cmp(*this, o) == 0; }
-};
-
-// A team's state for one flavor.
-// Fields a scan reads for every queue of a type come first, so that they share as few
-// cache lines as possible (at tier M the scans are bound by memory latency).
-struct alignas(64) TeamFlavor {
-  // ---- read by every scan ----
-  int64_t npending = 0;
-  int64_t stream_round = -1;  // last round that made a stream of it
-  // The queue failed the filter at team version skip_version; until the team's usage or
-  // configuration changes (version) or a workload is queued again, it cannot pass while
-  // the type's free quota stays below skip_need on some resource (Impl::BlockedNeed) and,
-  // under fair sharing with skip_by_share, every other borrower's share stays below
-  // skip_floor.
-  uint64_t skip_version = 0;
-  Resources skip_need{};
-  // Prefilter summary of the pending buckets (recomputed when `summary_dirty`).
-  Resources min_req{};      // componentwise minimum request
-  int32_t max_prio = 0;
-  int32_t min_admitted_prio = std::numeric_limits<int32_t>::max();  // over admitted_by_class
-  bool skip_valid = false;
-  bool skip_by_share = false;
-  bool has_quota = false;
-  bool summary_dirty = true;
-  bool listed = false;      // in its flavor's `queued` list
-  bool has_fresh = false;   // in Impl::fresh_tfs
-  bool force = false;       // scan whole at the next round (configuration changed)
-  bool in_borrowers = false;  // in its flavor's `borrowers` set
-  bool needs_compact = false;  // holds an empty bucket (Impl::compact_tfs)
-  Resources nominal{};      // effective: zero when the team is inactive
-  Resources borrow_limit{}; // effective
-  Resources usage{};
-  Resources local{};        // the part of nominal that is never lent (DontLend: all)
-  Resources potential{};    // Impl::Potential per resource (set by Recompute)
-  std::vector<BucketInfo> info;                   // info[i] describes buckets[i]
-  std::array<uint32_t, kClassSlots> admitted_by_class{};  // in-team preemption prefilter
-  int64_t victim_round = -1;  // last round in which it lost a workload to preemption
-  // ---- the rest ----
-  std::vector<std::unique_ptr<Bucket>> buckets;  // pending, by (class, request)
-  std::vector<uint32_t> admitted;
-  std::vector<AdmittedKey> admitted_keys;  // admitted_keys[k] describes admitted[k]
-  std::vector<uint32_t> never_fit;
-  std::array<Resources, kClassSlots> admitted_usage_by_class{};
-  // Admitted workloads by request shape (shape, count): which victim sizes the team has.
-  std::vector<std::pair<uint32_t, uint32_t>> admitted_shapes;
-  Share skip_floor;          // see skip_version
-  Resources configured{};   // nominal as configured (kept while inactive)
-  Resources configured_borrow{};
-};
-
-// Borrowing teams of one flavor ordered by descending share, then ascending team index.
-struct ShareKey {
-  Share share;
-  uint32_t team;
-  bool operator<(const ShareKey& o) const {
-    const int c = Share::Cmp(share, o.share);
-    if (c != 0) return c > 0;
-    return team < o.team;
-  }
-};
-
-struct Team {
-  std::string name;
-  TeamQuota quota;
-  bool exists = false;          // quota present (not deleted)
-  bool active = false;
-  int weight = 0;
-  PreemptTeamTasks preempt = PreemptTeamTasks::kLowerPriority;
-  Resources borrowed{};         // Σ over flavors of max(0, usage − nominal)
-  uint64_t version = 0;         // bumped on every usage change (fair-share keys)
-  Share share;                  // ShareOf(team) for the current usage (the borrower sets)
-  std::vector<TeamFlavor> tf;
-};
-
-struct Flavor {
-  InstanceTypeCapacity cap;
-  Resources per_instance{};
-  Resources capacity{};
-  Resources cohort_nominal{};  // IdleResourceSharing: unallocated capacity
-  Resources subtree{};         // lendable quota of the cohort
-  Resources usage{};           // Σ max(0, team usage − team local)
-  uint64_t gen = 1;            // bumped when quota is released or configuration changes
-  uint64_t scanned_gen = 0;    // gen at the last round that looked at its queues
-  std::vector<uint32_t> queued;  // teams with pending workloads of this type (lazily pruned)
-  std::set<ShareKey> borrowers;  // teams above nominal on some resource, by share
-  bool victims_this_round = false;  // in Impl::round_victim_flavors
-  bool any_local = false;           // some team holds quota it does not lend (DontLend)
-  bool any_seen = false;            // min_req_seen holds a request
-  Resources min_req_seen{};         // componentwise minimum of every request queued on f
-};
-
-int64_t Sat0(int64_t v) { return v < 0 ? 0 : v; }
-
-}  // namespace
-
-struct Engine::Impl {
-  SchedulerPolicy policy;
-  std::vector<Flavor> flavors;
-  absl::flat_hash_map<std::string, uint16_t> flavor_index;
-  std::vector<Team> teams;
-  absl::flat_hash_map<std::string, uint32_t> team_index;
-  std::vector<Wl> wls;
-  std::vector<uint32_t> free_wls;
-  absl::flat_hash_map<uint64_t, uint32_t> by_id;
-  absl::flat_hash_map<std::string, uint8_t> class_index;
-  std::vector<int> class_weight;
-  std::vector<std::pair<uint32_t, uint16_t>> fresh_tfs;  // team-flavors with fresh entries
-  // Interned requests: workloads of one shape share one Resources.
-  std::vector<Resources> shapes;
-  absl::flat_hash_map<std::array<int64_t, kNumResources>, uint32_t> shape_index;
-  int64_t cycle = 0;
-  int64_t round_seq = 0;
-  int64_t admit_seq = 0;
-  int64_t pending_count = 0;
-  int64_t admitted_count = 0;
-
-  // ---- quota arithmetic (Kueue v0.19 resource_node.go semantics, flat cohort) ----
-
-  int64_t Available(const Team& t, uint16_t f, int r) const {
-    const TeamFlavor& x = t.tf[f];
-    const Flavor& fl = flavors[f];
-    const int64_t local_avail = Sat0(x.local[r] - x.usage[r]);
-    const int64_t stored = x.nominal[r] - x.local[r];
-    const int64_t used = Sat0(x.usage[r] - x.local[r]);
-    int64_t parent = fl.subtree[r] - fl.usage[r];
-    parent = std::min(parent, stored - used + x.borrow_limit[r]);
-    return Sat0(local_avail + parent);
-  }
-  int64_t Potential(const Team& t, uint16_t f, int r) const {
-    const TeamFlavor& x = t.tf[f];
-    return std::min(x.local[r] + flavors[f].subtree[r], x.nominal[r] + x.borrow_limit[r]);
-  }
-  bool Fits(const Team& t, uint16_t f, const Resources& req) const {
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && req[r] > Available(t, f, r)) return false;
-    return true;
-  }
-  // Reads the cached potential: it changes only with the configuration (Recompute).
-  bool NeverFits(const Team& t, uint16_t f, const Resources& req) const {
-    const TeamFlavor& x = t.tf[f];
-    if (!x.has_quota) return true;
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && req[r] > x.potential[r]) return true;
-    return false;
-  }
-  bool WithinNominalAfter(const Team& t, uint16_t f, const Resources& req) const {
-    return WithinNominalAfter(t.tf[f], req);
-  }
-  static bool WithinNominalAfter(const TeamFlavor& x, const Resources& req) {
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && x.usage[r] + req[r] > x.nominal[r]) return false;
-    return true;
-  }
-  // Whether team t still uses at least its nominal quota of f on every resource `req`
-  // needs after releasing `removed`.
-  bool StaysAtNominal(const Team& t, uint16_t f, const Resources& req,
-                      const Resources& removed) const {
-    const TeamFlavor& x = t.tf[f];
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && x.usage[r] - removed[r] < x.nominal[r]) return false;
-    return true;
-  }
-  bool BorrowingOn(const Team& t, uint16_t f, const Resources& req) const {
-    const TeamFlavor& x = t.tf[f];
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && x.usage[r] > x.nominal[r]) return true;
-    return false;
-  }
-
-  // Adds `sign`·req to the team's usage; the part above the team's local quota moves the
-  // cohort's usage, the part above nominal its borrowed total.
-  void AddUsage(uint32_t ti, uint16_t f, const Resources& req, int sign) {
-    TrialUsage(ti, f, req, sign);
-    UpdateBorrower(ti);
-  }
-  // AddUsage without the borrower sets, for a victim search's trial steps: nothing reads
-  // the sets (or Team::share) during a search, and every team it touches either ends at
-  // its usage before the search or is evicted from through AddUsage, which re-keys it.
-  void TrialUsage(uint32_t ti, uint16_t f, const Resources& req, int sign) {
-    Team& t = teams[ti];
-    TeamFlavor& x = t.tf[f];
-    Flavor& fl = flavors[f];
-    for (int r = 0; r < kNumResources; ++r) {
-      const int64_t old_u = x.usage[r];
-      const int64_t new_u = old_u + sign * req[r];
-      fl.usage[r] += Sat0(new_u - x.local[r]) - Sat0(old_u - x.local[r]);
-      t.borrowed[r] += Sat0(new_u - x.nominal[r]) - Sat0(old_u - x.nominal[r]);
-      x.usage[r] = new_u;
-    }
-    ++t.version;
-  }
-
-  const Resources& ReqOf(const Wl& w) const { return shapes[w.shape]; }
-
-  static bool BorrowingAny(const TeamFlavor& x) {
-    for (int r = 0; r < kNumResources; ++r)
-      if (x.usage[r] > x.nominal[r]) return true;
-    return false;
-  }
-
-  // Keeps team ti's cached share and its place in every flavor's borrower set current.
-  void UpdateBorrower(uint32_t ti) {
-    Team& t = teams[ti];
-    const Share now = ShareOf(t, -1, Resources{});
-    const bool changed = Share::Cmp(now, t.share) != 0;
-    for (size_t f = 0; f < flavors.size(); ++f) {
-      TeamFlavor& x = t.tf[f];
-      const bool b = BorrowingAny(x);
-      if (x.in_borrowers && (!b || changed)) flavors[f].borrowers.erase({t.share, ti});
-      if (b && (!x.in_borrowers || changed)) flavors[f].borrowers.insert({now, ti});
-      x.in_borrowers = b;
-    }
-    t.share = now;
-  }
-
-  // The largest share among teams other than `ti` borrowing on f; nullopt if none.
-  std::optional<Share> MaxOtherBorrowerShare(uint16_t f, uint32_t ti) const {
-    for (const ShareKey& k : flavors[f].borrowers)
-      if (k.team != ti) return k.share;
-    return std::nullopt;
-  }
-
-  // Dominant resource share of team `t` with `delta` added on flavor f (Kueue
-  // fair_sharing.go: borrowed / lendable per resource, max over resources, ÷ weight).
-  Share ShareOf(const Team& t, int f, const Resources& delta) const {
-    Share best;  // 0
-    for (int r = 0; r < kNumResources; ++r) {
-      int64_t borrowed = t.borrowed[r];
-      if (f >= 0) {
-        const TeamFlavor& x = t.tf[f];
-        borrowed += Sat0(x.usage[r] + delta[r] - x.nominal[r]) - Sat0(x.usage[r] - x.nominal[r]);
-      }
-      if (borrowed <= 0) continue;
-      Share s;
-      s.num = borrowed;
-      if (lendable_[r] > 0) {
-        s.den = lendable_[r];
-        s.approx = static_cast<double>(borrowed) * inv_lendable_[r];
-      } else {
-        // Nothing lendable: any borrowing is an infinite share (ranked by amount).
-        s.inf = 1;
-        s.approx = static_cast<double>(borrowed);
-      }
-      if (best < s) best = s;
-    }
-    if (best.num == 0) return best;
-    if (t.weight == 0) {
-      best.inf += 1;
-    } else {
-      best.den *= t.weight;
-      best.approx /= t.weight;
-    }
-    return best;
-  }
-  Resources lendable_{};
-  std::array<double, kNumResources> inv_lendable_{};  // 1 / lendable_ (0 where none)
-
-  // ---- configuration ----
-
-  // Recomputes effective quotas and cohort aggregates from scratch and wakes every queue.
-  void Recompute() {
-    for (Flavor& fl : flavors) {
-      fl.subtree = fl.usage = Resources{};
-      fl.any_local = false;
-    }
-    std::vector<Resources> nominal_sum(flavors.size());
-    for (Team& t : teams) {
-      t.active = t.exists && t.quota.active;
-      t.borrowed = {};
-      ++t.version;
-      for (size_t f = 0; f < flavors.size(); ++f) {
-        TeamFlavor& x = t.tf[f];
-        for (int r = 0; r < kNumResources; ++r) {
-          x.nominal[r] = t.active && x.has_quota ? x.configured[r] : 0;
-          x.borrow_limit[r] = t.active && x.has_quota ? x.configured_borrow[r] : 0;
-          x.local[r] =
-              t.active && t.quota.strategy == SharingStrategy::kDontLend ? x.nominal[r] : 0;
-          if (x.local[r] > 0) flavors[f].any_local = true;
-          flavors[f].subtree[r] += x.nominal[r] - x.local[r];
-          flavors[f].usage[r] += Sat0(x.usage[r] - x.local[r]);
-          t.borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
-          nominal_sum[f][r] += x.nominal[r];
-        }
-      }
-    }
-    lendable_ = {};
-    for (size_t f = 0; f < flavors.size(); ++f) {
-      Flavor& fl = flavors[f];
-      for (int r = 0; r < kNumResources; ++r) {
-        fl.cohort_nominal[r] =
-            policy.idle_resource_sharing ? Sat0(fl.capacity[r] - nominal_sum[f][r]) : 0;
-        fl.subtree[r] += fl.cohort_nominal[r];
-        lendable_[r] += fl.subtree[r];
-      }
-      ++fl.gen;
-      fl.borrowers.clear();
-    }
-    for (int r = 0; r < kNumResources; ++r)
-      inv_lendable_[r] = lendable_[r] > 0 ? 1.0 / static_cast<double>(lendable_[r]) : 0;
-    for (Team& t : teams)
-      for (uint16_t f = 0; f < flavors.size(); ++f)
-        for (int r = 0; r < kNumResources; ++r) t.tf[f].potential[r] = Potential(t, f, r);
-    // Shares depend on the lendable totals: rebuild every borrower set.
-    for (uint32_t ti = 0; ti < teams.size(); ++ti) {
-      Team& t = teams[ti];
-      t.share = ShareOf(t, -1, Resources{});
-      for (size_t f = 0; f < flavors.size(); ++f) {
-        TeamFlavor& x = t.tf[f];
-        x.in_borrowers = BorrowingAny(x);
-        if (x.in_borrowers) flavors[f].borrowers.insert({t.share, ti});
-      }
-    }
-    // A configuration change may make never-fit workloads fit: put them back in the queues;
-    // every queue is scanned whole at the next round (never-fit classification).
-    for (uint32_t ti = 0; ti < teams.size(); ++ti) {
-      for (uint16_t f = 0; f < flavors.size(); ++f) {
-        TeamFlavor& x = teams[ti].tf[f];
-        for (uint32_t wi : x.never_fit) {
-          Wl& w = wls[wi];
-          w.pos = kNone;
-          w.queued_cycle = static_cast<int32_t>(cycle);
-          InsertPending(wi);
-        }
-        x.never_fit.clear();
-        x.force = true;
-      }
-    }
-  }
-
-  // ---- pending queues ----
-
-  Bucket& BucketFor(TeamFlavor& x, uint8_t cls, int32_t prio, uint32_t shape) {
-    for (size_t i = 0; i < x.info.size(); ++i)
-      if (x.info[i].cls == cls && x.info[i].shape == shape) return *x.buckets[i];
-    // Reuse an empty bucket (no stream holds one outside a round).
-    if (!in_round) {
-      for (size_t i = 0; i < x.info.size(); ++i) {
-        if (x.info[i].size == 0) {
-          x.info[i] = BucketInfo{shape, prio, 0, cls, false};
-          return *x.buckets[i];
-        }
-      }
-    }
-    x.buckets.push_back(std::make_unique<Bucket>(&wls));
-    Bucket& b = *x.buckets.back();
-    b.slot = static_cast<uint32_t>(x.info.size());
-    x.info.push_back(BucketInfo{shape, prio, 0, cls, false});
-    return b;
-  }
-
-  Bucket* FindBucket(TeamFlavor& x, const Wl& w) {
-    for (size_t i = 0; i < x.info.size(); ++i)
-      if (x.info[i].cls == w.cls && x.info[i].shape == w.shape) return x.buckets[i].get();
-    return nullptr;
-  }
-  const Bucket* FindBucket(const TeamFlavor& x, const Wl& w) const {
-    for (size_t i = 0; i < x.info.size(); ++i)
-      if (x.info[i].cls == w.cls && x.info[i].shape == w.shape) return x.buckets[i].get();
-    return nullptr;
-  }
-
-  // Puts workload wi (state set here to pending) in its team-flavor queue.
-  Bucket& InsertPending(uint32_t wi) {
-    Wl& w = wls[wi];
-    w.state = WlState::kPending;
-    TeamFlavor& x = teams[w.team].tf[w.flavor];
-    Bucket& b = BucketFor(x, w.cls, w.prio, w.shape);
-    const bool was_empty = b.q.empty();
-    b.q.insert(wi);
-    BucketInfo& bi = x.info[b.slot];
-    ++bi.size;
-    if (was_empty || w.ts < bi.head_ts || (w.ts == bi.head_ts && w.id < bi.head_id))
-      SetHead(bi, w);
-    ++x.npending;
-    x.skip_valid = false;
-    if (was_empty) {
-      if (!x.summary_dirty) {
-        const Resources& req = ReqOf(w);
-        for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
-        x.max_prio = std::max(x.max_prio, w.prio);
-        if (x.npending == 1) {
-          x.min_req = req;
-          x.max_prio = w.prio;
-        }
-      }
-    }
-    if (!x.listed) {
-      x.listed = true;
-      flavors[w.flavor].queued.push_back(w.team);
-    }
-    return b;
-  }
-
-  static void SetHead(BucketInfo& bi, const Wl& w) {
-    bi.head_ts = w.ts;
-    bi.head_id = w.id;
-    bi.head_evicted_cycle = w.evicted_cycle;
-  }
-
-  // Takes workload wi out of bucket b (its own).
-  void ErasePending(uint32_t wi, Bucket& b) {
-    const Wl& w = wls[wi];
-    TeamFlavor& x = teams[w.team].tf[w.flavor];
-    const bool was_head = x.info[b.slot].head_id == w.id;
-    b.q.erase(wi);
-    --x.info[b.slot].size;
-    --x.npending;
-    if (b.q.empty()) BucketEmptied(w.team, w.flavor);
-    else if (was_head) SetHead(x.info[b.slot], wls[*b.q.begin()]);
-  }
-
-  // A bucket of (ti, f) became empty: the summary changes, and the bucket is dropped at the
-  // end of the cycle (streams may hold it until then).
-  void BucketEmptied(uint32_t ti, uint16_t f) {
-    TeamFlavor& x = teams[ti].tf[f];
-    x.summary_dirty = true;
-    if (!x.needs_compact) {
-      x.needs_compact = true;
-      compact_tfs.emplace_back(ti, f);
-    }
-  }
-
-  void RefreshSummary(TeamFlavor& x) {
-    if (!x.summary_dirty) return;
-    x.summary_dirty = false;
-    bool first = true;
-    for (const BucketInfo& b : x.info) {
-      if (b.size == 0) continue;
-      const Resources& req = shapes[b.shape];
-      if (first) {
-        x.min_req = req;
-        x.max_prio = b.prio;
-        first = false;
-        continue;
-      }
-      for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
-      x.max_prio = std::max(x.max_prio, b.prio);
-    }
-  }
-
-  // The lowest priority among the team's admitted workloads of f (INT32_MAX if none),
-  // recounted from the per-class counters.
-  int32_t CountMinAdmittedPrio(const TeamFlavor& x) const {
-    int32_t best = std::numeric_limits<int32_t>::max();
-    for (int slot = 0; slot < kClassSlots; ++slot) {
-      if (x.admitted_by_class[slot] == 0) continue;
-      const int32_t p = slot == 10 ? 0 : class_weight[slot];
-      best = std::min(best, p);
-    }
-    return best;
-  }
-  int32_t MinAdmittedPrio(const TeamFlavor& x) const { return x.min_admitted_prio; }
-
-  // For a queue that just failed MayAdmit with its summary (smallest request, highest
-  // priority): the free quota of the type (subtree − usage) it would need on each resource
-  // to pass, as long as the team's own state does not change. Available is
-  // local_avail + min(free, cap) with cap = lendable nominal − used + borrow limit, so the
-  // fit and in-team tests need free ≥ request (− lower-priority usage) − local_avail.
-  // Under fair sharing the fair-sharing test (MayAdmit (d)) also stays failed while no
-  // other borrower's share reaches `floor`, the team's share with the smallest request
-  // (*by_share set); false when it failed for another reason (no victim of a fitting size),
-  // which other teams' usage may change.
-  bool BlockedNeed(uint32_t ti, uint16_t f, const std::optional<Share>& other, Resources& need,
-                   Share& floor, bool& by_share) const {
-    by_share = false;
-    const Team& t = teams[ti];
-    const TeamFlavor& x = t.tf[f];
-    const Resources& m = x.min_req;
-    const bool in_team =
-        t.preempt == PreemptTeamTasks::kLowerPriority && x.max_prio > MinAdmittedPrio(x);
-    Resources lower{};
-    if (in_team) lower = LowerUsage(x, x.max_prio);
-    constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-    bool over_cap = false;
-    for (int r = 0; r < kNumResources; ++r)
-      if (m[r] > 0 && m[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
-        over_cap = true;
-    if (over_cap) {  // only the team's own usage or configuration can change that
-      need.fill(kNever);
-      return true;
-    }
-    if (policy.fair_share) {
-      floor = ShareOf(t, f, m);
-      if (other && !(*other < floor)) return false;
-      by_share = true;
-    }
-    for (int r = 0; r < kNumResources; ++r) {
-      need[r] = std::numeric_limits<int64_t>::min();
-      if (m[r] <= 0) continue;
-      const int64_t local_avail = Sat0(x.local[r] - x.usage[r]);
-      const int64_t cap = (x.nominal[r] - x.local[r]) - Sat0(x.usage[r] - x.local[r]) +
-                          x.borrow_limit[r];
-      const int64_t target = m[r] - lower[r] - local_avail;
-      need[r] = cap < target ? kNever : target;
-    }
-    return true;
-  }
-
-  void CountAdmitted(TeamFlavor& x, const Wl& w, int sign) {
-    const int slot = ClassSlot(w.cls);
-    x.admitted_by_class[slot] += sign;
-    // Only a class appearing or disappearing moves the minimum.
-    if (x.admitted_by_class[slot] == (sign > 0 ? 1u : 0u)) x.min_admitted_prio = CountMinAdmittedPrio(x);
-    const Resources& req = ReqOf(w);
-    for (int r = 0; r < kNumResources; ++r) x.admitted_usage_by_class[slot][r] += sign * req[r];
-    auto& v = x.admitted_shapes;
-    auto it = std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.first == w.shape; });
-    if (it == v.end()) it = v.insert(v.end(), {w.shape, 0});
-    it->second += sign;
-    if (it->second == 0) {
-      *it = v.back();
-      v.pop_back();
-    }
-  }
-
-  // Whether team u has an admitted workload on f whose eviction keeps u at or above nominal
-  // on every resource `req` needs (the fair-sharing victim rule; see FairTargets).
-  bool HasFairVictimSize(const Team& u, uint16_t f, const Resources& req) const {
-    const TeamFlavor& x = u.tf[f];
-    for (const auto& [shape, n] : x.admitted_shapes)
-      if (StaysAtNominal(u, f, req, shapes[shape])) return true;
-    return false;
-  }
-
-  // Usage of the team's admitted workloads of f with priority below `prio`.
-  Resources LowerUsage(const TeamFlavor& x, int32_t prio) const {
-    Resources out{};
-    for (int slot = 0; slot < kClassSlots; ++slot) {
-      if (x.admitted_by_class[slot] == 0) continue;
-      if ((slot == 10 ? 0 : class_weight[slot]) >= prio) continue;
-      for (int r = 0; r < kNumResources; ++r) out[r] += x.admitted_usage_by_class[slot][r];
-    }
-    return out;
-  }
-
-  // Whether a workload of priority `prio` and request `req` of team ti could be admitted
-  // now on f, with or without preemption, or be classified never-fit. Sound (false means
-  // it cannot), cheap, and used to leave whole equivalence classes out of a scan:
-  //  (a) it fits what is available;
-  //  (b) it fits the team's unused nominal quota (lender reclaim may make room);
-  //  (c) PreemptTeamTasks=LowerPriority and it fits what is available plus everything the
-  //      team's lower-priority workloads use (available grows at most by what they free);
-  //  (d) FairShare Enabled: another team borrowing on f has a share at least the team's
-  //      share with the request (the bar for every fair-sharing target).
-  // `avail` is Available(t, f, ·); `other` the largest share of another borrower on f.
-  // LowerUsage of one priority, kept while a scan's state does not change.
-  struct LowerMemo {
-    int32_t prio = std::numeric_limits<int32_t>::min();
-    Resources lower{};
-  };
-  bool MayAdmit(uint32_t ti, uint16_t f, int32_t prio, const Resources& req,
-                const Resources& avail, const std::optional<Share>& other,
-                LowerMemo* memo = nullptr) const {
-    const Team& t = teams[ti];
-    const TeamFlavor& x = t.tf[f];
-    bool fits = true, nominal = true;
-    for (int r = 0; r < kNumResources; ++r) {
-      if (req[r] <= 0) continue;
-      if (req[r] > avail[r]) fits = false;
-      if (x.usage[r] + req[r] > x.nominal[r]) nominal = false;
-    }
-    if (fits || nominal) return true;
-    // FairShare Disabled: a job may preempt only if its request fits its nominal quota
-    // (TryPreempt's gate).
-    if (!policy.fair_share)
-      for (int r = 0; r < kNumResources; ++r)
-        if (req[r] > x.nominal[r]) return false;
-    // Beyond unused nominal, available never exceeds nominal + borrow limit − usage, and
-    // only the team's own victims lower its usage: (c) and (d) need this cap.
-    Resources lower{};
-    const bool in_team =
-        t.preempt == PreemptTeamTasks::kLowerPriority && prio > MinAdmittedPrio(x);
-    if (in_team) {
-      if (memo && memo->prio == prio) {
-        lower = memo->lower;
-      } else {
-        lower = LowerUsage(x, prio);
-        if (memo) *memo = {prio, lower};
-      }
-    }
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
-        return false;
-    if (in_team) {
-      bool ok = true;
-      for (int r = 0; r < kNumResources; ++r)
-        if (req[r] > 0 && req[r] > avail[r] + lower[r]) ok = false;
-      if (ok) return true;
-    }
-    if (policy.fair_share && other) {
-      // A fair-sharing target needs a share at least the team's with the request, and a
-      // victim whose eviction keeps it at nominal (FairTargets).
-      const Share floor = ShareOf(t, f, req);
-      if (*other < floor) return false;
-      for (const ShareKey& k : flavors[f].borrowers) {
-        if (k.share < floor) break;
-        if (k.team == ti) continue;
-        const Team& u = teams[k.team];
-        if (BorrowingOn(u, f, req) && HasFairVictimSize(u, f, req)) return true;
-      }
-    }
-    return false;
-  }
-
-  StatusOr<std::pair<std::vector<Resources>, std::vector<Resources>>> ResolveQuota(
-      const TeamQuota& q) const {
-    if (q.resources.size() > 15)
-      return absl::InvalidArgumentError("ComputeQuotaResources: at most 15 entries");
-    if (q.absolute_borrow_limits.size() > 15)
-      return absl::InvalidArgumentError("AbsoluteBorrowLimits: at most 15 entries");
-    if (q.fair_share_weight < 0 || q.fair_share_weight > 100)
-      return absl::InvalidArgumentError("FairShareWeight: must be 0..100");
-    if (q.borrow_limit_percent < 0 || q.borrow_limit_percent > 10000)
-      return absl::InvalidArgumentError("BorrowLimit: must be 0..10000");
-    if (q.team.empty()) return absl::InvalidArgumentError("TeamName: required");
-    std::vector<Resources> nominal(flavors.size()), borrow(flavors.size());
-    std::vector<bool> seen(flavors.size());
-    for (size_t i = 0; i < q.resources.size(); ++i) {
-      const QuotaResource& qr = q.resources[i];
-      const std::string field = absl::StrCat("ComputeQuotaResources[", i, "]");
-      auto it = flavor_index.find(qr.instance_type);
-      if (it == flavor_index.end())
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".InstanceType: ", qr.instance_type, " is not in the cluster"));
-      if (seen[it->second])
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ".InstanceType: ", qr.instance_type, " appears twice"));
-      seen[it->second] = true;
-      HF_ASSIGN_OR_RETURN(nominal[it->second],
-                          ResolveQuotaResource(qr, flavors[it->second].per_instance, field));
-    }
-    for (size_t f = 0; f < flavors.size(); ++f) {
-      for (int r = 0; r < kNumResources; ++r) {
-        borrow[f][r] = q.strategy == SharingStrategy::kLendAndBorrow
-                           ? nominal[f][r] * q.borrow_limit_percent / 100
-                           : 0;
-      }
-    }
-    for (size_t i = 0; i < q.absolute_borrow_limits.size(); ++i) {
-      const QuotaResource& qr = q.absolute_borrow_limits[i];
-      const std::string field = absl::StrCat("AbsoluteBorrowLimits[", i, "]");
-      auto it = flavor_index.find(qr.instance_type);
-      if (it == flavor_index.end())
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".InstanceType: ", qr.instance_type, " is not in the cluster"));
-      HF_ASSIGN_OR_RETURN(Resources abs,
-                          ResolveQuotaResource(qr, flavors[it->second].per_instance, field));
-      if (q.strategy != SharingStrategy::kLendAndBorrow) continue;  // cannot borrow at all
-      Resources& b = borrow[it->second];
-      // Only the resources the entry sets (directly or via Count) replace the percentage.
-      if (qr.count) {
-        b = abs;
-      } else {
-        if (qr.accelerators) b[kAccelerators] = abs[kAccelerators];
-        if (qr.vcpu) b[kVCpuMilli] = abs[kVCpuMilli];
-        if (qr.memory_gib) b[kMemoryMiB] = abs[kMemoryMiB];
-      }
-    }
-    return std::pair{nominal, borrow};
-  }
-
-  // ---- workloads ----
-
-  StatusOr<uint32_t> NewWorkload(const WorkloadSpec& s) {
-    if (by_id.contains(s.id))
-      return absl::AlreadyExistsError(absl::StrCat("workload ", s.id, " already exists"));
-    auto ti = team_index.find(s.team);
-    if (ti == team_index.end())
-      return absl::NotFoundError(absl::StrCat("team ", s.team, " has no compute quota"));
-    auto fi = flavor_index.find(s.instance_type);
-    if (fi == flavor_index.end())
-      return absl::InvalidArgumentError(
-          absl::StrCat("instance type ", s.instance_type, " is not in the cluster"));
-    if (s.count < 1) return absl::InvalidArgumentError("count must be ≥ 1");
-    uint8_t cls = kNoClass;
-    if (!s.priority_class.empty()) {
-      auto ci = class_index.find(s.priority_class);
-      if (ci == class_index.end())
-        return absl::InvalidArgumentError(
-            absl::StrCat("priority class ", s.priority_class, " is not in the cluster policy"));
-      cls = ci->second;
-    }
-    Resources req{};
-    const Resources& inst = flavors[fi->second].per_instance;
-    for (int r = 0; r < kNumResources; ++r) {
-      const int64_t per = s.per_pod ? (*s.per_pod)[r] : inst[r];
-      if (per < 0) return absl::InvalidArgumentError("per_pod: negative resource");
-      req[r] = per * s.count;
-    }
-    uint32_t wi;
-    if (!free_wls.empty()) {
-      wi = free_wls.back();
-      free_wls.pop_back();
-    } else {
-      wi = static_cast<uint32_t>(wls.size());
-      wls.emplace_back();
-    }
-    Wl& w = wls[wi];
-    w = Wl{};
-    w.id = s.id;
-    w.ts = s.submit_time_ms;
-    w.shape = Intern(req);
-    w.team = ti->second;
-    w.flavor = fi->second;
-    {
-      Flavor& fl = flavors[w.flavor];
-      for (int r = 0; r < kNumResources; ++r)
-        fl.min_req_seen[r] = fl.any_seen ? std::min(fl.min_req_seen[r], req[r]) : req[r];
-      fl.any_seen = true;
-    }
-    w.cls = cls;
-    w.prio = cls == kNoClass ? 0 : class_weight[cls];
-    by_id.emplace(s.id, wi);
-    return wi;
-  }
-
-  uint32_t Intern(const Resources& req) {
-    auto [it, inserted] = shape_index.try_emplace(req, static_cast<uint32_t>(shapes.size()));
-    if (inserted) shapes.push_back(req);
-    return it->second;
-  }
-
-  void Enqueue(uint32_t wi) {
-    Wl& w = wls[wi];
-    TeamFlavor& x = teams[w.team].tf[w.flavor];
-    w.queued_cycle = static_cast<int32_t>(cycle);
-    Bucket& b = InsertPending(wi);
-    x.info[b.slot].fresh = true;
-    if (!x.has_fresh) {
-      x.has_fresh = true;
-      fresh_tfs.emplace_back(w.team, w.flavor);
-    }
-    ++pending_count;
-  }
-
-  // Admits pending workload wi, which is in bucket b.
-  void Admit(uint32_t wi, Bucket& b) {
-    Wl& w = wls[wi];
-    TeamFlavor& x = teams[w.team].tf[w.flavor];
-    ErasePending(wi, b);
-    --pending_count;
-    w.state = WlState::kAdmitted;
-    w.admit_seq = ++admit_seq;
-    PushAdmitted(x, wi);
-    CountAdmitted(x, w, +1);
-    AddUsage(w.team, w.flavor, ReqOf(w), +1);
-    ++admitted_count;
-  }
-
-  // Appends admitted workload wi (admit_seq set) to its team-flavor's admitted list.
-  void PushAdmitted(TeamFlavor& x, uint32_t wi) {
-    Wl& w = wls[wi];
-    w.pos = static_cast<uint32_t>(x.admitted.size());
-    x.admitted.push_back(wi);
-    x.admitted_keys.push_back({w.admit_seq, w.prio, w.shape});
-  }
-
-  // Takes workload wi out of its team-flavor's admitted list (swap with the last).
-  void DropAdmitted(TeamFlavor& x, uint32_t wi) {
-    const uint32_t pos = wls[wi].pos;
-    x.admitted_keys[pos] = x.admitted_keys.back();
-    x.admitted_keys.pop_back();
-    DropFromVector(x.admitted, wi);
-  }
-
-  void DropFromVector(std::vector<uint32_t>& v, uint32_t wi) {
-    const uint32_t pos = wls[wi].pos;
-    const uint32_t last = v.back();
-    v[pos] = last;
-    wls[last].pos = pos;
-    v.pop_back();
-    wls[wi].pos = kNone;
-  }
-
-  // Releases an admitted workload's quota and puts it back in its queue at its original
-  // position (a preempted workload keeps its submission time, as in Kueue).
-  void Evict(uint32_t wi) {
-    Wl& w = wls[wi];
-    TeamFlavor& x = teams[w.team].tf[w.flavor];
-    DropAdmitted(x, wi);
-    CountAdmitted(x, w, -1);
-    AddUsage(w.team, w.flavor, ReqOf(w), -1);
-    --admitted_count;
-    w.evicted_cycle = static_cast<int32_t>(cycle);
-    ++evictions;
-    evicted_flavors.push_back(w.flavor);
-    if (x.victim_round != round_seq) {
-      x.victim_round = round_seq;
-      round_victim_tfs.emplace_back(w.team, w.flavor);
-    }
-    if (!flavors[w.flavor].victims_this_round) {
-      flavors[w.flavor].victims_this_round = true;
-      round_victim_flavors.push_back(w.flavor);
-    }
-    w.queued_cycle = static_cast<int32_t>(cycle) - 1;  // it was considered before
-    InsertPending(wi);
-    ++pending_count;
-  }
-
-  void Release(uint32_t wi) {
-    Wl& w = wls[wi];
-    TeamFlavor& x = teams[w.team].tf[w.flavor];
-    switch (w.state) {
-      case WlState::kAdmitted:
-        DropAdmitted(x, wi);
-        CountAdmitted(x, w, -1);
-        AddUsage(w.team, w.flavor, ReqOf(w), -1);
-        ++flavors[w.flavor].gen;
-        --admitted_count;
-        break;
-      case WlState::kPending:
-        ErasePending(wi, *FindBucket(x, w));
-        --pending_count;
-        break;
-      case WlState::kNeverFit:
-        DropFromVector(x.never_fit, wi);
-        --pending_count;
-        break;
-      case WlState::kFree:
-        break;
-    }
-    by_id.erase(w.id);
-    w.state = WlState::kFree;
-    free_wls.push_back(wi);
-  }
-
-  // ---- preemption ----
-
-  struct Victim {
-    uint32_t wi;
-    PreemptionReason reason;
-  };
-
-  // Workloads admitted in the running cycle (admit_seq > cycle_first_seq) are no in-team or
-  // fair-sharing victims in it (Kueue takes candidates from the snapshot at the cycle's
-  // start): otherwise a job that failed in one round would evict, in the next, one admitted
-  // in between, a restart from zero for nothing. Lender reclaim may still take them: it is
-  // never blocked by borrowers.
-  int64_t cycle_first_seq = 0;  // admit_seq at the start of the running cycle
-
-  // A victim candidate, copied from the admitted keys so that ordering and filtering read no
-  // workload. Candidate order (Kueue CandidatesOrdering): other teams first, lower priority
-  // first, most recently admitted first (admit_seq is unique, so Kueue's last key, the id,
-  // never decides).
-  struct Cand {
-    int64_t admit_seq;
-    int32_t prio;
-    uint32_t wi;
-    uint32_t shape;
-    uint32_t team;
-    bool own;  // the preemptor's team
-  };
-  // Max-heap order: true when a is served after b.
-  static bool CandAfter(const Cand& a, const Cand& b) {
-    if (a.own != b.own) return a.own;
-    if (a.prio != b.prio) return a.prio > b.prio;
-    return a.admit_seq < b.admit_seq;
-  }
-  // Appends team ti's admitted workloads of f that `keep`(AdmittedKey) selects.
-  template <class Keep>
-  void AppendCands(uint32_t ti, uint16_t f, bool own, std::vector<Cand>& out, Keep&& keep) const {
-    const TeamFlavor& x = teams[ti].tf[f];
-    for (size_t k = 0; k < x.admitted.size(); ++k) {
-      const AdmittedKey& key = x.admitted_keys[k];
-      if (keep(key)) out.push_back({key.admit_seq, key.prio, x.admitted[k], key.shape, ti, own});
-    }
-  }
-  // Scratch space of TryPreempt and FairTargets (reused: a search allocates nothing once warm).
-  std::vector<Cand> scratch_same_, scratch_cands_;
-  std::vector<uint32_t> scratch_other_teams_, scratch_chosen_;
-  std::vector<PreemptionReason> scratch_reasons_;
-  std::vector<std::pair<uint32_t, uint64_t>> scratch_versions_;
-  std::vector<char> scratch_keep_;
-  struct FairTarget {
-    uint32_t team;
-    size_t begin = 0;
-    size_t left = 0;
-    bool s2_used = false;
-    bool loaded = true;  // candidates copied (other teams' are copied when first picked)
-    bool partial = false;  // only the first candidate is copied (FairTargets' load_front)
-    bool has_share = false;
-    uint64_t share_version = 0;  // the team's version `share` was computed at
-    Share share{};
-  };
-  std::vector<FairTarget> scratch_targets_;
-
-  // Whether the team of borrower-set entry k may give victims to a job of team ti needing
-  // `req` on f: another team, with admitted workloads, borrowing on a resource the job needs
-  // (reclaimWithinCohort: Any); for a borrowing job under fair sharing (`by_share`) also
-  // holding a workload whose eviction leaves it at nominal (FairTargets).
-  bool IsTargetTeam(const ShareKey& k, uint32_t ti, uint16_t f, const Resources& req,
-                    bool by_share) const {
-    if (k.team == ti) return false;
-    const Team& u = teams[k.team];
-    if (u.tf[f].admitted.empty() || !BorrowingOn(u, f, req)) return false;
-    return !by_share || HasFairVictimSize(u, f, req);
-  }
-
-  // Searches a minimal set of admitted workloads whose eviction lets `wi` fit. On success
-  // the victims are already evicted and returned in choice order; on failure nothing
-  // changes.
-  bool TryPreempt(uint32_t wi, std::vector<Victim>& out) {
-    const Wl& w = wls[wi];
-    const uint32_t ti = w.team;
-    Team& t = teams[ti];
-    const uint16_t f = w.flavor;
-    const bool fair = policy.fair_share;
-    const bool within_nominal = WithinNominalAfter(t, f, ReqOf(w));
-    // Kueue's gate: without fair sharing (and borrowWithinCohort=Never) a workload may only
-    // preempt when its request fits within the team's nominal quota.
-    if (!fair) {
-      for (int r = 0; r < kNumResources; ++r)
-        if (ReqOf(w)[r] > t.tf[f].nominal[r]) return false;
-    }
-    std::vector<Cand>& same = scratch_same_;
-    same.clear();
-    if (t.preempt == PreemptTeamTasks::kLowerPriority)
-      AppendCands(ti, f, true, same, [&](const AdmittedKey& k) {
-        return k.prio < w.prio && k.admit_seq <= cycle_first_seq;
-      });
-    // Other teams' workloads are candidates only while their team borrows on a needed
-    // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
-    // ends up within its nominal quota (borrowWithinCohort: Never).
-    // They come from the flavor's borrower set (IsTargetTeam). Under fair sharing
-    // FairTargets walks the set itself, lazily and in its order (most searches end at the
-    // first teams); FairShare Disabled orders candidates across all target teams at once,
-    // so it lists them here.
-    const bool by_share = fair && !within_nominal;
-    const Share mine_floor = by_share ? ShareOf(t, f, ReqOf(w)) : Share{};
-    std::vector<uint32_t>& other_teams = scratch_other_teams_;
-    other_teams.clear();
-    if (!fair && within_nominal)
-      for (const ShareKey& k : flavors[f].borrowers)
-        if (IsTargetTeam(k, ti, f, ReqOf(w), false)) other_teams.push_back(k.team);
-    if (!fair && same.empty() && other_teams.empty()) return false;
-    // Necessary room: available grows at most by what the victims free. Own lower-priority
-    // workloads free their usage, any other target at most its usage (FairShare Disabled;
-    // under fair sharing only the cap below is checked).
-    {
-      const Resources& req = ReqOf(w);
-      Resources room;
-      for (int r = 0; r < kNumResources; ++r) room[r] = Available(t, f, r);
-      for (const Cand& c : same)
-        for (int r = 0; r < kNumResources; ++r) room[r] += shapes[c.shape][r];
-      for (uint32_t ui : other_teams) {
-        const TeamFlavor& ux = teams[ui].tf[f];
-        for (int r = 0; r < kNumResources; ++r) room[r] += ux.usage[r];
-      }
-      Resources own_freed{};
-      for (const Cand& c : same)
-        for (int r = 0; r < kNumResources; ++r) own_freed[r] += shapes[c.shape][r];
-      const TeamFlavor& x = t.tf[f];
-      for (int r = 0; r < kNumResources; ++r) {
-        if (req[r] <= 0) continue;
-        if (!fair && req[r] > room[r]) return false;
-        // Available never exceeds nominal + borrow limit − usage (see MayAdmit).
-        if (req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + own_freed[r]) return false;
-      }
-    }
-    std::vector<uint32_t>& chosen = scratch_chosen_;
-    std::vector<PreemptionReason>& reasons = scratch_reasons_;
-    chosen.clear();
-    reasons.clear();
-    // Versions of the teams the search touches, restored when it fails: their usage is then
-    // as before, and streams keyed on the old version need no re-keying.
-    std::vector<std::pair<uint32_t, uint64_t>>& versions = scratch_versions_;
-    versions.clear();
-    auto take = [&](uint32_t ci, PreemptionReason why) {
-      const Wl& c = wls[ci];
-      if (std::none_of(versions.begin(), versions.end(),
-                       [&](const auto& v) { return v.first == c.team; }))
-        versions.emplace_back(c.team, teams[c.team].version);
-      TrialUsage(c.team, c.flavor, ReqOf(c), -1);
-      chosen.push_back(ci);
-      reasons.push_back(why);
-    };
-    auto undo_all = [&] {
-      for (uint32_t ci : chosen) TrialUsage(wls[ci].team, wls[ci].flavor, ReqOf(wls[ci]), +1);
-      for (const auto& [ui, v] : versions) teams[ui].version = v;
-    };
-    bool fits = false;
-    if (!fair) {
-      std::vector<Cand>& cands = scratch_cands_;
-      cands.assign(same.begin(), same.end());
-      for (uint32_t ui : other_teams)
-        AppendCands(ui, f, false, cands, [](const AdmittedKey&) { return true; });
-      // A heap whose top is the first in CandidatesOrdering (few are usually taken).
-      std::make_heap(cands.begin(), cands.end(), CandAfter);
-      for (auto end = cands.end(); end != cands.begin(); --end) {
-        std::pop_heap(cands.begin(), end, CandAfter);
-        const Cand& c = *(end - 1);
-        if (!c.own && !BorrowingOn(teams[c.team], f, ReqOf(w))) continue;
-        take(c.wi, c.own ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
-        if (Fits(t, f, ReqOf(w))) {
-          fits = true;
-          break;
-        }
-      }
-    } else {
-      fits = FairTargets(wi, within_nominal, mine_floor, same, take);
-    }
-    if (!fits) {
-      undo_all();
-      return false;
-    }
-    // Fill back: re-admit every victim but the last whose eviction turned out unnecessary.
-    std::vector<char>& keep = scratch_keep_;
-    keep.assign(chosen.size(), 1);
-    for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
-      const Wl& c = wls[chosen[i]];
-      TrialUsage(c.team, c.flavor, ReqOf(c), +1);
-      if (Fits(t, f, ReqOf(w))) {
-        keep[i] = 0;
-      } else {
-        TrialUsage(c.team, c.flavor, ReqOf(c), -1);
-      }
-    }
-    // Fair-sharing victims must still be justified in the final state: the preemptor's
-    // team, after admission, below the victim's team with the victim back. Stricter than
-    // Kueue (whose greedy search and fill-back can leave a pair that would evict each other
-    // back on the next cycle); it rules that ping-pong out.
-    Resources mine_delta = ReqOf(w);  // as in FairTargets: the request or all it frees
-    {
-      Resources freed{};
-      for (size_t i = 0; i < chosen.size(); ++i)
-        if (keep[i] && reasons[i] == PreemptionReason::kFairSharing)
-          for (int r = 0; r < kNumResources; ++r) freed[r] += ReqOf(wls[chosen[i]])[r];
-      for (int r = 0; r < kNumResources; ++r) mine_delta[r] = std::max(ReqOf(w)[r], freed[r]);
-    }
-    for (size_t i = 0; i < chosen.size(); ++i) {
-      if (!keep[i] || reasons[i] != PreemptionReason::kFairSharing) continue;
-      const Wl& c = wls[chosen[i]];
-      TrialUsage(c.team, c.flavor, ReqOf(c), +1);
-      const bool ok = ShareOf(t, f, mine_delta) < ShareOf(teams[c.team], -1, Resources{});
-      TrialUsage(c.team, c.flavor, ReqOf(c), -1);
-      if (!ok) {
-        for (size_t k = 0; k < chosen.size(); ++k)
-          if (keep[k]) TrialUsage(wls[chosen[k]].team, f, ReqOf(wls[chosen[k]]), +1);
-        for (const auto& [ui, v] : versions) teams[ui].version = v;
-        return false;
-      }
-    }
-    // Re-apply the releases through Evict so queues and counters follow.
-    for (size_t i = 0; i < chosen.size(); ++i) {
-      if (!keep[i]) continue;
-      const Wl& c = wls[chosen[i]];
-      TrialUsage(c.team, c.flavor, ReqOf(c), +1);
-      Evict(chosen[i]);
-      out.push_back({chosen[i], reasons[i]});
-    }
-    return true;
-  }
-
-  // Fair-sharing target selection (Kueue v0.19 fairPreemptions): visit teams by descending
-  // weighted share; the preemptor's own lower-priority workloads go unconditionally, other
-  // teams' ones unconditionally when the preemptor stays within nominal (lender reclaim),
-  // else by LessThanOrEqualToFinalShare, then LessThanInitialShare (one per team).
-  // `mine_floor` is the preemptor's team's share with the request alone (used when it
-  // borrows; see below).
-  template <class Take>
-  bool FairTargets(uint32_t wi, bool within_nominal, const Share& mine_floor,
-                   std::vector<Cand>& same, Take&& take) {
-    const Wl& w = wls[wi];
-    const uint32_t ti = w.team;
-    const uint16_t f = w.flavor;
-    Team& t = teams[ti];
-    const Resources& req = ReqOf(w);
-    // A target's candidates form a heap whose top is the first in CandidatesOrdering: a
-    // search usually takes a few of a team's many admitted workloads, so ordering them all
-    // (n log n per pick) is wasted. The heaps share one buffer: a target's is at
-    // [begin, begin + left); other teams' are copied when their team is first picked.
-    std::vector<Cand>& buf = scratch_cands_;
-    buf.clear();
-    using Target = FairTarget;
-    auto size_of = [&](const Target& tg) {
-      return tg.loaded ? tg.left : teams[tg.team].tf[f].admitted.size();
-    };
-    std::vector<Target>& targets = scratch_targets_;
-    targets.clear();
-    auto front = [&](const Target& tg) -> const Cand& { return buf[tg.begin]; };
-    // Which of a target team's admitted workloads are candidates. For a borrowing preemptor
-    // only those that may be fair-sharing victims now: the target's usage only falls during
-    // the search, so those left out stay out (not admitted in this cycle, and leaving the
-    // team at nominal; see passed_over below).
-    auto candidate = [&](const Team& u, const AdmittedKey& key) {
-      return within_nominal ||
-             (key.admit_seq <= cycle_first_seq && StaysAtNominal(u, f, req, shapes[key.shape]));
-    };
-    // Another team's target starts with its first candidate alone (one pass, no copy of the
-    // rest): most targets are dropped after their first candidate fails a strategy.
-    auto load_front = [&](Target& tg) {
-      const Team& u = teams[tg.team];
-      const TeamFlavor& ux = u.tf[f];
-      tg.begin = buf.size();
-      tg.left = 0;
-      tg.partial = true;
-      for (size_t k = 0; k < ux.admitted.size(); ++k) {
-        const AdmittedKey& key = ux.admitted_keys[k];
-        if (!candidate(u, key)) continue;
-        const Cand c{key.admit_seq, key.prio, ux.admitted[k], key.shape, tg.team, false};
-        if (tg.left == 0) {
-          buf.push_back(c);
-          tg.left = 1;
-        } else if (CandAfter(buf[tg.begin], c)) {
-          buf[tg.begin] = c;
-        }
-      }
-    };
-    auto pop = [&](Target& tg) {
-      if (tg.partial) {
-        // The rest, as a heap of its own at the end of the buffer.
-        const uint32_t taken = buf[tg.begin].wi;
-        const Team& u = teams[tg.team];
-        const TeamFlavor& ux = u.tf[f];
-        tg.begin = buf.size();
-        for (size_t k = 0; k < ux.admitted.size(); ++k) {
-          const AdmittedKey& key = ux.admitted_keys[k];
-          if (ux.admitted[k] != taken && candidate(u, key))
-            buf.push_back({key.admit_seq, key.prio, ux.admitted[k], key.shape, tg.team, false});
-        }
-        std::make_heap(buf.begin() + tg.begin, buf.end(), CandAfter);
-        tg.left = buf.size() - tg.begin;
-        tg.partial = false;
-        return;
-      }
-      std::pop_heap(buf.begin() + tg.begin, buf.begin() + tg.begin + tg.left, CandAfter);
-      --tg.left;
-    };
-    if (!same.empty()) {
-      buf.assign(same.begin(), same.end());
-      std::make_heap(buf.begin(), buf.end(), CandAfter);
-      targets.push_back({ti, 0, buf.size()});
-    }
-    Resources own_removed{};
-    Resources fair_freed{};  // Σ requests of the fair-sharing victims taken so far
-    auto share_of = [&](uint32_t ui) {
-      if (ui != ti) return ShareOf(teams[ui], -1, Resources{});
-      Resources d = req;
-      for (int r = 0; r < kNumResources; ++r) d[r] += own_removed[r];
-      return ShareOf(t, f, d);
-    };
-    // Targets by descending share, the preemptor's own team first on ties, then by team
-    // index. Keys go stale as victims leave (the team's version moves): a stale top is
-    // re-keyed and pushed back (lazy max-heap), so each step costs O(log targets).
-    struct Key {
-      Share share;
-      uint32_t target;
-      uint32_t rank;      // 0 for the own team, else 1 + team index
-      uint64_t version;
-      bool operator<(const Key& o) const {  // max-heap: "less" is served later
-        const int c = Share::Cmp(share, o.share);
-        if (c != 0) return c < 0;
-        return rank > o.rank;
-      }
-    };
-    // A target's share is computed once per version of its team (for the preemptor's own
-    // team, own_removed moves only with its version).
-    auto key_of = [&](uint32_t i) {
-      Target& tg = targets[i];
-      const uint64_t v = teams[tg.team].version;
-      if (!tg.has_share || tg.share_version != v) {
-        tg.share = share_of(tg.team);
-        tg.share_version = v;
-        tg.has_share = true;
-      }
-      return Key{tg.share, i, tg.team == ti ? 0u : 1u + tg.team, v};
-    };
-    // Other teams become targets as the walk of the flavor's borrower set (by descending
-    // share, then team index: the heap's order) reaches them, when the next would be served
-    // before the heap's top. A team not yet reached is untouched, so its key in the set is
-    // its share now. For a borrowing preemptor the walk ends below mine_floor: both
-    // strategies compare with the target's share, which only falls as victims go, against
-    // the preemptor's, which only rises.
-    const auto& borrowers = flavors[f].borrowers;
-    auto next = borrowers.begin();
-    const bool by_share = !within_nominal;
-    auto reach = [&](std::priority_queue<Key>& heap) {
-      for (; next != borrowers.end(); ++next) {
-        const ShareKey& k = *next;
-        if (by_share && k.share < mine_floor) {
-          next = borrowers.end();
-          return;
-        }
-        if (!heap.empty()) {
-          const Key& top = heap.top();
-          const int c = Share::Cmp(k.share, top.share);
-          if (c < 0 || (c == 0 && 1 + k.team > top.rank)) return;
-        }
-        if (!IsTargetTeam(k, ti, f, req, by_share)) continue;
-        targets.push_back({k.team});
-        Target& tg = targets.back();
-        tg.loaded = false;
-        // Untouched so far: its share is its key in the set.
-        tg.share = k.share;
-        tg.share_version = teams[k.team].version;
-        tg.has_share = true;
-        heap.push(key_of(static_cast<uint32_t>(targets.size() - 1)));
-      }
-    };
-    for (int strategy = 1; strategy <= 2; ++strategy) {
-      std::priority_queue<Key> heap;
-      for (uint32_t i = 0; i < targets.size(); ++i)
-        if (size_of(targets[i]) > 0) heap.push(key_of(i));
-      while (true) {
-        if (Fits(t, f, req)) return true;
-        reach(heap);
-        // The target with the largest share that still has candidates.
-        if (heap.empty()) break;
-        const Key top = heap.top();
-        heap.pop();
-        Target& tg = targets[top.target];
-        if (size_of(tg) == 0) continue;
-        // Other teams stop being targets once they no longer borrow on a needed resource
-        // (their usage only falls during the search, so for good).
-        if (tg.team != ti && !BorrowingOn(teams[tg.team], f, req)) continue;
-        if (top.version != teams[tg.team].version) {
-          heap.push(key_of(top.target));
-          continue;
-        }
-        const Share best_share = top.share;
-        if (!tg.loaded) {
-          load_front(tg);
-          tg.loaded = true;
-          if (tg.left == 0) continue;
-        }
-        const uint32_t ci = front(tg).wi;
-        if (tg.team == ti) {
-          pop(tg);
-          for (int r = 0; r < kNumResources; ++r) own_removed[r] += ReqOf(wls[ci])[r];
-          take(ci, PreemptionReason::kInClusterQueue);
-          heap.push(key_of(top.target));
-          continue;
-        }
-        if (within_nominal) {
-          pop(tg);
-          take(ci, PreemptionReason::kReclaim);
-          heap.push(key_of(top.target));
-          continue;
-        }
-        // The preemptor's share counts its own would-be victims as still running: fill-back
-        // may keep them, and the comparison must hold for the final state. It also counts
-        // everything its fair-sharing victims free, not only its request: a victim larger
-        // than the preemptor leaves quota over, which the preemptor's team may fill at once
-        // with other jobs. Counted on the request alone (Kueue), the two teams then trade
-        // places and evict each other back every cycle (seen on the generated traces); with
-        // the whole freed amount Kueue's no-ping-pong argument covers that refill too.
-        Resources mine_delta;
-        for (int r = 0; r < kNumResources; ++r)
-          mine_delta[r] = own_removed[r] + std::max(req[r], fair_freed[r] + ReqOf(wls[ci])[r]);
-        const Share mine = ShareOf(t, f, mine_delta);
-        // Nor may it have been admitted in this cycle (see cycle_first_seq).
-        // A fair-sharing victim may not push its team below nominal on a needed resource:
-        // the team could then reclaim unconditionally (lender reclaim) from the preemptor,
-        // which borrows, and the three steps (fair-share eviction, reclaim, the team's own
-        // higher-priority job taking the quota back in-team) repeat every cycle. Such a
-        // candidate is passed over; a smaller one of the same team may still qualify.
-        auto passed_over = [&](const Cand& c) {
-          return c.admit_seq > cycle_first_seq ||
-                 !StaysAtNominal(teams[tg.team], f, req, shapes[c.shape]);
-        };
-        if (passed_over(front(tg))) {
-          while (tg.left > 0 && passed_over(front(tg))) pop(tg);
-          heap.push(key_of(top.target));
-          continue;
-        }
-        bool ok;
-        if (strategy == 1) {
-          Resources minus = ReqOf(wls[ci]);
-          for (auto& v : minus) v = -v;
-          ok = mine <= ShareOf(teams[tg.team], f, minus);
-        } else {
-          ok = !tg.s2_used && mine < best_share;
-        }
-        if (!ok) continue;  // dropped for this strategy
-        pop(tg);
-        if (strategy == 2) tg.s2_used = true;
-        for (int r = 0; r < kNumResources; ++r) fair_freed[r] += ReqOf(wls[ci])[r];
-        take(ci, PreemptionReason::kFairSharing);
-        heap.push(key_of(top.target));
-      }
-    }
-    return Fits(t, f, req);
-  }
-
-  // ---- the cycle ----
-
-  // A stream walks one team-flavor queue in queue order (priority, submission, id) by
-  // merging the heads of its equivalence classes (buckets). A bucket whose head fails is
-  // closed for the pass: its other workloads would fail the same way.
-  // A cursor starts lazily, from its class's head keys (BucketInfo): its queue is read
-  // only when the head is admitted, searched for victims or classified (Materialize).
-  struct Cursor {
-    Bucket* b;
-    Queue::iterator it;  // valid once materialized
-    // The head's queue keys, so that merging the heads reads no workload.
-    int64_t ts = 0;
-    uint64_t id = 0;
-    int32_t prio = 0;    // the bucket's
-    uint32_t shape = 0;  // the bucket's
-    uint32_t slot = 0;   // the bucket's
-    bool materialized = false;
-    bool done = false;   // no workload left for this pass
-  };
-  struct DeferredClass {
-    Bucket* b;
-    uint32_t slot;
-  };
-  struct Stream {
-    uint32_t team;
-    uint16_t flavor;
-    std::vector<Cursor> cur;
-    std::vector<DeferredClass> deferred;  // classes whose head borrows: for the second pass
-    int next = -1;                   // cursor of the next workload, -1 when done
-    // The last failed preemption search (priority, request): dominated entries skip it.
-    bool has_fail = false;
-    int32_t fail_prio = 0;
-    Resources fail_req{};
-    uint64_t fail_epoch = 0;
-    // The team's share with its head's request, for the team version and request it was
-    // computed for (heads of one stream mostly repeat a few requests).
-    uint64_t share_version = std::numeric_limits<uint64_t>::max();
-    uint32_t share_shape = 0;
-    Share share{};
-  };
-
-  struct HeapEntry {
-    Share share;
-    int32_t neg_prio;
-    int64_t ts;
-    uint64_t id;
-    uint32_t stream;
-    uint64_t version;
-    // std::priority_queue is a max-heap: "greater" means served later.
-    bool operator<(const HeapEntry& o) const {
-      if (!(share == o.share)) return o.share < share;
-      if (neg_prio != o.neg_prio) return neg_prio > o.neg_prio;
-      if (ts != o.ts) return ts > o.ts;
-      return id > o.id;
-    }
-  };
-
-  uint64_t borrow_epoch = 0;  // bumped on every borrowing admission (invalidates fail cache)
-  bool in_round = false;
-
-  int64_t evictions = 0;
-  std::vector<uint16_t> evicted_flavors;
-  // Types and team-flavors that lost a workload to preemption in the running round (Round).
-  std::vector<uint16_t> round_victim_flavors;
-  std::vector<std::pair<uint32_t, uint16_t>> round_victim_tfs;
-
-  // Whether a team other than a DontLend one could fit a job of f into what the cohort has
-  // free: every job requests at least min_req_seen (the smallest request ever queued on f).
-  bool FreeMayFit(uint16_t f) const {
-    const Flavor& fl = flavors[f];
-    if (fl.any_local) return true;
-    for (int r = 0; r < kNumResources; ++r)
-      if (fl.min_req_seen[r] > 0 && fl.subtree[r] - fl.usage[r] < fl.min_req_seen[r])
-        return false;
-    return true;
-  }
-
-  // A cycle runs rounds until one evicts nothing (at most kMaxRounds; victims are not
-  // re-admitted within the cycle, so each round with evictions admits a new preemptor):
-  // quota freed beyond a preemptor's need is offered again at once, so a job that fits its
-  // team's unused nominal quota never waits for the next cycle. Victims of this cycle are
-  // not reconsidered before the next one (no ping-pong within a cycle).
-  static constexpr int kMaxRounds = 64;
-  CycleResult RunCycle(int64_t /*now_ms*/) {
-    ++cycle;
-    cycle_first_seq = admit_seq;
-    CycleResult res;
-    for (int round = 0; round < kMaxRounds; ++round) {
-      const int64_t before = evictions;
-      Round(res);
-      if (evictions == before) break;
-    }
-    // This cycle's victims wait for the next cycle: make sure it scans their queues.
-    for (uint16_t f : evicted_flavors) ++flavors[f].gen;
-    evicted_flavors.clear();
-    for (uint16_t f : round_victim_flavors) flavors[f].victims_this_round = false;
-    round_victim_flavors.clear();
-    round_victim_tfs.clear();
-    // Drop empty buckets now that no stream holds them (their shapes may never recur).
-    for (auto [ti, f] : compact_tfs) {
-      teams[ti].tf[f].needs_compact = false;
-      TeamFlavor& x = teams[ti].tf[f];
-      size_t keep = 0;
-      for (size_t i = 0; i < x.buckets.size(); ++i) {
-        if (x.info[i].size == 0) continue;
-        if (keep != i) {
-          x.buckets[keep] = std::move(x.buckets[i]);
-          x.info[keep] = x.info[i];
-        }
-        x.buckets[keep]->slot = static_cast<uint32_t>(keep);
-        ++keep;
-      }
-      x.buckets.resize(keep);
-      x.info.resize(keep);
-    }
-    compact_tfs.clear();
-    return res;
-  }
-  std::vector<std::pair<uint32_t, uint16_t>> compact_tfs;
-
-  // Moves cursor c to the first workload at or after its position that is not one of this
-  // cycle's victims (they wait for the next cycle) and copies its keys. A head stays valid
-  // until its own stream moves it: only the stream removes from its buckets, and victims
-  // re-queued behind a head are skipped when the cursor reaches them.
-  void Seek(Cursor& c) {
-    while (c.it != c.b->q.end() && wls[*c.it].evicted_cycle == cycle) ++c.it;
-    if (c.it == c.b->q.end()) {
-      c.done = true;
-      return;
-    }
-    const Wl& w = wls[*c.it];
-    c.ts = w.ts;
-    c.id = w.id;
-  }
-
-  // A cursor on the class in `slot` of team-flavor x, at its first workload that is not one
-  // of this cycle's victims. Lazy unless the head is such a victim (rare: then the queue is
-  // read at once).
-  Cursor MakeCursor(const TeamFlavor& x, uint32_t slot) {
-    const BucketInfo& bi = x.info[slot];
-    Cursor c{x.buckets[slot].get(), {}, bi.head_ts, bi.head_id, bi.prio, bi.shape, slot};
-    if (bi.size == 0) {
-      c.done = true;
-    } else if (bi.head_evicted_cycle == cycle) {
-      Materialize(c);
-    }
-    return c;
-  }
-
-  // Reads the cursor's queue: the head is then the first workload that is not one of this
-  // cycle's victims, which is the one whose keys the cursor holds (victims queued since
-  // are skipped).
-  void Materialize(Cursor& c) {
-    if (c.materialized) return;
-    c.materialized = true;
-    c.it = c.b->q.begin();
-    Seek(c);
-  }
-
-  // Finds the stream's next workload in queue order; false when it has none left.
-  bool Advance(Stream& s) {
-    s.next = -1;
-    const Cursor* best = nullptr;
-    for (size_t i = 0; i < s.cur.size(); ++i) {
-      const Cursor& c = s.cur[i];
-      if (c.done) {
-        // Drop it (the merge order does not depend on positions): a stream of many classes
-        // would otherwise step over its closed ones at every head.
-        s.cur[i] = s.cur.back();
-        s.cur.pop_back();
-        --i;
-        continue;
-      }
-      if (!best || c.prio > best->prio ||
-          (c.prio == best->prio && (c.ts < best->ts || (c.ts == best->ts && c.id < best->id)))) {
-        best = &c;
-        s.next = static_cast<int>(i);
-      }
-    }
-    return s.next >= 0;
-  }
-
-  static bool FitsIn(const Resources& req, const Resources& avail) {
-    for (int r = 0; r < kNumResources; ++r)
-      if (req[r] > 0 && req[r] > avail[r]) return false;
-    return true;
-  }
-  // The later rounds' filter (Round): the request fits what is available, or (a team that
-  // lost workloads to preemption this round) the team's unused nominal quota, which it
-  // may reclaim.
-  bool MayAdmitLater(const TeamFlavor& x, const Resources& req, const Resources& avail,
-                     bool victim_team) const {
-    return FitsIn(req, avail) || (victim_team && WithinNominalAfter(x, req));
-  }
-
-  // What AddStream takes of a queue.
-  enum class Scan : uint8_t {
-    kWhole,       // every class that may admit now (MayAdmit)
-    kFresh,       // only classes with workloads queued since the last cycle (MayAdmit)
-    kAll,         // every class, unfiltered (configuration changed)
-    kLater,       // a later round's filter (MayAdmitLater)
-    kLaterVictim, // the same, for a team that lost workloads to preemption
-  };
-
-  // Makes a stream of team ti's queue on f from the classes `scan` selects. A queue whose
-  // smallest request and highest priority pass no test has no class that does, and is
-  // skipped without looking at its classes.
-  void AddStream(uint32_t ti, uint16_t f, Scan scan) {
-    const bool fresh_only = scan == Scan::kFresh;
-    const bool all = scan == Scan::kAll;
-    const bool fit_only = scan == Scan::kLater || scan == Scan::kLaterVictim;
-    const bool victim = scan == Scan::kLaterVictim;
-    Team& t = teams[ti];
-    TeamFlavor& x = t.tf[f];
-    if (x.stream_round == round_seq || x.npending == 0) return;
-    if (!t.active && !all) return;
-    Resources avail;
-    for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
-    if (fit_only) {
-      RefreshSummary(x);
-      if (!MayAdmitLater(x, x.min_req, avail, victim)) return;
-    }
-    const std::optional<Share> other =
-        policy.fair_share && !fit_only ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
-    if (!all && !fresh_only && !fit_only) {
-      if (x.skip_valid && x.skip_version == t.version &&
-          (!x.skip_by_share || !other || *other < x.skip_floor)) {
-        const Flavor& fl = flavors[f];
-        for (int r = 0; r < kNumResources; ++r)
-          if (fl.subtree[r] - fl.usage[r] < x.skip_need[r]) return;
-      }
-      RefreshSummary(x);
-      if (!MayAdmit(ti, f, x.max_prio, x.min_req, avail, other)) {
-        x.skip_valid = BlockedNeed(ti, f, other, x.skip_need, x.skip_floor, x.skip_by_share);
-        x.skip_version = t.version;
-        return;
-      }
-      x.skip_valid = false;
-    }
-    if (nstreams == streams.size()) streams.emplace_back();
-    Stream& s = streams[nstreams];
-    s.team = ti;
-    s.flavor = f;
-    s.cur.clear();
-    s.deferred.clear();
-    s.has_fail = false;
-    s.share_version = std::numeric_limits<uint64_t>::max();
-    LowerMemo memo;
-    for (size_t i = 0; i < x.info.size(); ++i) {
-      const BucketInfo& b = x.info[i];
-      if (b.size == 0 || (fresh_only && !b.fresh)) continue;
-      if (fit_only ? !MayAdmitLater(x, shapes[b.shape], avail, victim)
-                   : !all && !MayAdmit(ti, f, b.prio, shapes[b.shape], avail, other, &memo) &&
-                         !NeverFits(t, f, shapes[b.shape]))
-        continue;
-      Bucket* bucket = x.buckets[i].get();
-      // A class whose head would borrow waits for the borrowing pass (Decide); whether it
-      // borrows is read when the stream is made (Kueue too reads it from the cycle's
-      // snapshot).
-      if (t.active && !WithinNominalAfter(t, f, shapes[b.shape]) &&
-          !NeverFits(t, f, shapes[b.shape])) {
-        s.deferred.push_back({bucket, static_cast<uint32_t>(i)});
-        continue;
-      }
-      s.cur.push_back(MakeCursor(x, static_cast<uint32_t>(i)));
-    }
-    if (s.cur.empty() && s.deferred.empty()) return;
-    x.stream_round = round_seq;
-    ++nstreams;
-  }
-  std::vector<Stream> streams;  // reused across rounds; the first nstreams are live
-  size_t nstreams = 0;
-
-  // The walks of a type's queued teams are bound by memory latency at tier M (a team's
-  // Team, then its TeamFlavor, each a miss): while at entry i, fetch the Team of the entry
-  // 8 ahead and the TeamFlavor of the entry 4 ahead (whose Team arrived meanwhile).
-  void PrefetchQueued(const std::vector<uint32_t>& q, size_t i, uint16_t f) const {
-    constexpr size_t kFar = 8, kNear = 4;
-    if (i + kFar < q.size()) {
-      const Team& t = teams[q[i + kFar]];
-      __builtin_prefetch(&t.tf);
-      __builtin_prefetch(&t.version);
-    }
-    if (i + kNear < q.size()) {
-      const TeamFlavor* x = teams[q[i + kNear]].tf.data() + f;
-      __builtin_prefetch(x);
-      __builtin_prefetch(reinterpret_cast<const char*>(x) + 64);
-      __builtin_prefetch(reinterpret_cast<const char*>(x) + 128);
-    }
-  }
-
-  void Round(CycleResult& res) {
-    ++round_seq;
-    in_round = true;
-    nstreams = 0;
-    // After a round with evictions, the queues of the types they were on are scanned only
-    // for jobs that fit what is available now: quota the victims freed beyond their
-    // preemptors' needs is used in the same cycle. Preemptions that this cycle's changes
-    // made possible (a team that now borrows more, a lower or higher fair share) wait for
-    // the next cycle, which reads the state anew, as Kueue's per-cycle snapshot does.
-    for (auto [ti, f] : round_victim_tfs) AddStream(ti, f, Scan::kLaterVictim);
-    round_victim_tfs.clear();
-    for (uint16_t f : round_victim_flavors) {
-      flavors[f].victims_this_round = false;
-      if (!FreeMayFit(f)) continue;
-      const std::vector<uint32_t>& q = flavors[f].queued;
-      for (size_t i = 0; i < q.size(); ++i) {
-        PrefetchQueued(q, i, f);
-        TeamFlavor& x = teams[q[i]].tf[f];
-        if (x.npending == 0 || x.victim_round == round_seq - 1) continue;
-        AddStream(q[i], f, Scan::kLater);
-      }
-    }
-    round_victim_flavors.clear();
-    // Queues of a type whose quota was released (or whose configuration changed) are
-    // scanned whole when they pass MayAdmit; other queues only for their fresh buckets.
-    for (size_t f = 0; f < flavors.size(); ++f) {
-      Flavor& fl = flavors[f];
-      if (fl.scanned_gen == fl.gen) continue;
-      fl.scanned_gen = fl.gen;
-      std::vector<uint32_t>& q = fl.queued;
-      size_t keep = 0;
-      for (size_t i = 0; i < q.size(); ++i) {
-        PrefetchQueued(q, i, static_cast<uint16_t>(f));
-        const uint32_t ti = q[i];
-        TeamFlavor& x = teams[ti].tf[f];
-        if (x.npending == 0) {
-          x.listed = false;
-          continue;
-        }
-        q[keep++] = ti;
-        AddStream(ti, static_cast<uint16_t>(f), x.force ? Scan::kAll : Scan::kWhole);
-        x.force = false;
-      }
-      q.resize(keep);
-    }
-    for (auto [ti, f] : fresh_tfs) {
-      TeamFlavor& x = teams[ti].tf[f];
-      x.has_fresh = false;
-      AddStream(ti, f, x.force ? Scan::kAll : Scan::kFresh);
-      x.force = false;
-      for (BucketInfo& b : x.info) b.fresh = false;
-    }
-    fresh_tfs.clear();
-    for (int pass = 1; pass <= 2; ++pass) {
-      if (pass == 2) {
-        for (size_t si = 0; si < nstreams; ++si) {
-          Stream& s = streams[si];
-          s.cur.clear();
-          const TeamFlavor& x = teams[s.team].tf[s.flavor];
-          for (const DeferredClass& d : s.deferred) s.cur.push_back(MakeCursor(x, d.slot));
-          s.has_fail = false;
-        }
-      }
-      std::priority_queue<HeapEntry> heap;
-      auto push = [&](uint32_t si) {
-        Stream& s = streams[si];
-        if (!Advance(s)) return;
-        const Cursor& c = s.cur[s.next];
-        const Team& t = teams[s.team];
-        if (policy.fair_share && (s.share_version != t.version || s.share_shape != c.shape)) {
-          s.share = ShareOf(t, s.flavor, shapes[c.shape]);
-          s.share_version = t.version;
-          s.share_shape = c.shape;
-        }
-        heap.push({policy.fair_share ? s.share : Share{}, -c.prio, c.ts, c.id, si, t.version});
-      };
-      for (uint32_t si = 0; si < nstreams; ++si) push(si);
-      while (!heap.empty()) {
-        HeapEntry e = heap.top();
-        heap.pop();
-        Stream& s = streams[e.stream];
-        Team& t = teams[s.team];
-        if (policy.fair_share && e.version != t.version) {
-          push(e.stream);  // the team's share changed: re-key
-          continue;
-        }
-        // s.next still holds: only this stream removes from its buckets, and what others
-        // insert (this cycle's victims) is skipped anyway.
-        Decide(s, pass, res);
-        push(e.stream);
-      }
-    }
-    in_round = false;
-  }
-
-  // Decides the head of the stream's cursor s.next: admits it (the cursor moves on), or
-  // closes its bucket for this pass (never fits, deferred to the borrowing pass, or no
-  // admission possible).
-  void Decide(Stream& s, int pass, CycleResult& res) {
-    // Reads the cursor's copy of the head's keys: the bucket and the workload are touched
-    // only to admit, to search victims, or to classify the class as never fitting.
-    Cursor& c = s.cur[s.next];
-    Team& t = teams[s.team];
-    const uint16_t f = s.flavor;
-    TeamFlavor& x = t.tf[f];
-    const Resources& req = shapes[c.shape];
-    const uint32_t slot = c.slot;  // x.info may grow while victims are queued: index anew
-    auto close = [&] { c.done = true; };
-    auto admit = [&] {
-      Materialize(c);
-      const uint32_t wi = *c.it;
-      ++c.it;
-      Admit(wi, *c.b);
-      Seek(c);
-    };
-    ++res.considered;
-    if (!t.active) {
-      x.info[slot].skip = Skip::kInactive;
-      for (Cursor& k : s.cur) k.done = true;
-      return;
-    }
-    if (NeverFits(t, f, req)) {
-      // The whole class: same request, same team and type.
-      Bucket& b = *c.b;
-      Materialize(c);
-      for (auto it = c.it; it != b.q.end();) {
-        const uint32_t vi = *it;
-        Wl& v = wls[vi];
-        if (v.evicted_cycle == cycle) {
-          ++it;
-          continue;
-        }
-        it = b.q.erase(it);
-        --x.info[slot].size;
-        --x.npending;
-        v.state = WlState::kNeverFit;
-        v.pos = static_cast<uint32_t>(x.never_fit.size());
-        x.never_fit.push_back(vi);
-        res.never_fits.push_back(v.id);
-      }
-      if (b.q.empty()) {
-        BucketEmptied(s.team, f);
-      } else {
-        x.summary_dirty = true;
-        SetHead(x.info[slot], wls[*b.q.begin()]);
-      }
-      close();
-      return;
-    }
-    const bool borrows = !WithinNominalAfter(t, f, req);
-    // Entries that need to borrow wait for the second pass: non-borrowing entries of every
-    // team go first (Kueue's classical ordering and FairSharingPrioritizeNonBorrowing).
-    if (pass == 1 && borrows) {
-      s.deferred.push_back({c.b, slot});
-      close();
-      return;
-    }
-    const uint64_t id = c.id;
-    if (Fits(t, f, req)) {
-      admit();
-      if (borrows) ++borrow_epoch;
-      res.admitted.push_back({id, borrows, {}});
-      x.info[slot].skip = Skip::kNone;
-      return;
-    }
-    if (s.has_fail && s.fail_epoch == borrow_epoch && c.prio <= s.fail_prio) {
-      bool dominated = true;
-      for (int r = 0; r < kNumResources; ++r)
-        if (req[r] < s.fail_req[r]) dominated = false;
-      if (dominated) {
-        x.info[slot].skip = Skip::kNoCandidates;
-        close();
-        return;
-      }
-    }
-    // The stream was made on the state at the round's start; since then other admissions
-    // may have taken what the class could use. MayAdmit is sound, so when it fails now the
-    // search below would fail too: skip it (same outcome, as a failed search).
-    bool may = true;
-    {
-      Resources avail;
-      for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
-      may = MayAdmit(s.team, f, c.prio, req, avail,
-                     policy.fair_share ? MaxOtherBorrowerShare(f, s.team) : std::nullopt);
-    }
-    std::vector<Victim> victims;
-    if (may) Materialize(c);
-    if (may && TryPreempt(*c.it, victims)) {
-      admit();
-      const bool bo = BorrowingOn(t, f, req);
-      if (bo) ++borrow_epoch;
-      Admission a{id, bo, {}};
-      for (const Victim& v : victims) a.victims.push_back({wls[v.wi].id, id, v.reason});
-      res.admitted.push_back(std::move(a));
-      t.tf[f].info[slot].skip = Skip::kNone;
-      return;
-    }
-    s.has_fail = true;
-    s.fail_prio = c.prio;
-    s.fail_req = req;
-    s.fail_epoch = borrow_epoch;
-    x.info[slot].skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
-    close();
-  }
-
-  // ---- explanation ----
-
-  WhyPending Explain(uint32_t wi) const {
-    const Wl& w = wls[wi];
-    const Team& t = teams[w.team];
-    const uint16_t f = w.flavor;
-    const TeamFlavor& x = t.tf[f];
-    const Flavor& fl = flavors[f];
-    WhyPending why;
-    why.id = w.id;
-    why.team = t.name;
-    why.instance_type = fl.cap.name;
-    why.priority = w.prio;
-    if (w.cls != kNoClass) {
-      for (const auto& pc : policy.priority_classes)
-        if (class_index.at(pc.name) == w.cls) why.priority_class = pc.name;
-    }
-    for (int r = 0; r < kNumResources; ++r) {
-      ResourceQuotaView& v = why.resources[r];
-      v.request = ReqOf(w)[r];
-      v.nominal = x.nominal[r];
-      v.usage = x.usage[r];
-      v.borrow_limit = x.borrow_limit[r];
-      // Idle in the cohort excluding the team's own unused nominal: what others lend.
-      const int64_t own_unused =
-          Sat0((x.nominal[r] - x.local[r]) - Sat0(x.usage[r] - x.local[r]));
-      v.idle_in_cohort = Sat0(fl.subtree[r] - fl.usage[r] - own_unused);
-      const int64_t borrowed = Sat0(x.usage[r] - x.nominal[r]);
-      v.borrowable = std::min(Sat0(x.borrow_limit[r] - borrowed), v.idle_in_cohort);
-      v.available = Available(t, f, r);
-      v.potential = Potential(t, f, r);
-    }
-    if (w.state == WlState::kPending) {
-      // Queue order: higher priority, then earlier submission, then id.
-      auto ahead = [&](const Wl& o) {
-        if (o.prio != w.prio) return o.prio > w.prio;
-        if (o.ts != w.ts) return o.ts < w.ts;
-        return o.id < w.id;
-      };
-      std::vector<const Wl*> before;
-      for (const TeamFlavor& y : t.tf)
-        for (const auto& b : y.buckets)
-          for (uint32_t k : b->q) {
-            const Wl& o = wls[k];
-            if (!ahead(o)) break;  // a bucket is in (ts, id) order with one priority
-            before.push_back(&o);
-          }
-      why.jobs_ahead = static_cast<int64_t>(before.size());
-      const size_t n = std::min<size_t>(10, before.size());
-      std::partial_sort(before.begin(), before.begin() + n, before.end(),
-                        [&](const Wl* a, const Wl* b) {
-                          if (a->prio != b->prio) return a->prio > b->prio;
-                          if (a->ts != b->ts) return a->ts < b->ts;
-                          return a->id < b->id;
-                        });
-      for (size_t i = 0; i < n; ++i) why.first_ahead.push_back(before[i]->id);
-      std::sort(why.first_ahead.begin(), why.first_ahead.end());
-    }
-    auto need = [&] {
-      std::string out;
-      for (int r = 0; r < kNumResources; ++r) {
-        const auto& v = why.resources[r];
-        if (v.request > v.available)
-          absl::StrAppend(&out, out.empty() ? "" : ", ", std::string(ResourceName(r)), " needs ",
-                          v.request, " but ", v.available, " can be admitted now");
-      }
-      return out;
-    };
-    switch (w.state) {
-      case WlState::kAdmitted:
-        why.verdict = Verdict::kAdmitted;
-        why.reason = "admitted";
-        break;
-      case WlState::kNeverFit:
-        why.verdict = Verdict::kNeverFits;
-        why.reason = x.has_quota
-                         ? "the request exceeds the most the team could ever be admitted "
-                           "(nominal + borrow limit, bounded by the cohort) on this "
-                           "instance type; it will not run unless the quota changes"
-                         : "the team has no quota for this instance type";
-        break;
-      case WlState::kPending:
-        if (!t.active) {
-          why.verdict = Verdict::kTeamInactive;
-          why.reason = t.exists ? "the team's compute quota is disabled (ActivationState)"
-                                : "the team's compute quota was deleted";
-        } else if (w.queued_cycle >= cycle) {
-          why.verdict = Verdict::kNotConsidered;
-          why.reason = "submitted after the last scheduling cycle";
-        } else {
-          why.verdict = Verdict::kWaiting;
-          const Bucket* b = FindBucket(x, w);
-          switch (b ? x.info[b->slot].skip : Skip::kNone) {
-            case Skip::kNeedsBorrow:
-              why.reason = absl::StrCat(
-                  "it needs to borrow and the cohort has not enough idle quota to lend (",
-                  need(), "); borrowers are not preempted for a borrowing job");
-              break;
-            case Skip::kNoQuota:
-            case Skip::kNoCandidates:
-              why.reason = absl::StrCat("not enough free quota (", need(),
-                                        ") and no workload may be preempted for it");
-              break;
-            default:
-              why.reason = "waiting for quota to be released";
-          }
-        }
-        break;
-      case WlState::kFree:
-        break;
-    }
-    return why;
-  }
-
-  const TeamFlavor* FindTf(std::string_view team, std::string_view type) const {
-    auto ti = team_index.find(std::string(team));
-    auto fi = flavor_index.find(std::string(type));
-    if (ti == team_index.end() || fi == flavor_index.end()) return nullptr;
-    return &teams[ti->second].tf[fi->second];
-  }
-};
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
 Engine::~Engine() = default;
@@ -2359,155 +265,6 @@ std::vector<QuotaExcess> Engine::QuotaExcessReport() const {
 int64_t Engine::PendingCount() const { return impl_->pending_count; }
 int64_t Engine::AdmittedCount() const { return impl_->admitted_count; }
 
-Status Engine::CheckConsistency() const {
-  const Impl& m = *impl_;
-  auto bad = [](auto&&... parts) { return absl::InternalError(absl::StrCat(parts...)); };
-  int64_t pending = 0, admitted = 0;
-  Resources lendable{};
-  for (const Flavor& fl : m.flavors)
-    for (int r = 0; r < kNumResources; ++r) lendable[r] += fl.subtree[r];
-  if (lendable != m.lendable_) return bad("lendable total is stale");
-  for (size_t f = 0; f < m.flavors.size(); ++f) {
-    const Flavor& fl = m.flavors[f];
-    Resources cohort_usage{};
-    // Borrowers of f by brute force, in the order the set must have: share descending,
-    // then team index.
-    std::vector<std::pair<Share, uint32_t>> want;
-    for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
-      const Team& t = m.teams[ti];
-      const TeamFlavor& x = t.tf[f];
-      for (int r = 0; r < kNumResources; ++r) cohort_usage[r] += Sat0(x.usage[r] - x.local[r]);
-      bool borrowing = false;
-      for (int r = 0; r < kNumResources; ++r) borrowing |= x.usage[r] > x.nominal[r];
-      if (borrowing) want.emplace_back(m.ShareOf(t, -1, Resources{}), ti);
-      if (borrowing != x.in_borrowers)
-        return bad("team ", t.name, " on ", fl.cap.name, ": borrower flag is stale");
-      for (int r = 0; r < kNumResources; ++r)
-        if (x.potential[r] != m.Potential(t, static_cast<uint16_t>(f), r))
-          return bad("team ", t.name, " on ", fl.cap.name, ": cached potential is stale");
-    }
-    if (cohort_usage != fl.usage) return bad(fl.cap.name, ": cohort usage is stale");
-    std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
-      const int c = Share::Cmp(a.first, b.first);
-      return c != 0 ? c > 0 : a.second < b.second;
-    });
-    if (want.size() != fl.borrowers.size())
-      return bad(fl.cap.name, ": ", fl.borrowers.size(), " teams in the borrower set, ",
-                 want.size(), " borrow");
-    size_t i = 0;
-    for (const ShareKey& k : fl.borrowers) {
-      if (k.team != want[i].second || Share::Cmp(k.share, want[i].first) != 0)
-        return bad(fl.cap.name, ": borrower set position ", i, " holds team ", k.team,
-                   ", brute force says team ", want[i].second);
-      ++i;
-    }
-    // The largest other share, as the admission filter reads it.
-    for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
-      std::optional<Share> brute;
-      for (const auto& [sh, u] : want)
-        if (u != ti && (!brute || *brute < sh)) brute = sh;
-      const auto got = m.MaxOtherBorrowerShare(static_cast<uint16_t>(f), ti);
-      if (brute.has_value() != got.has_value() || (brute && Share::Cmp(*brute, *got) != 0))
-        return bad(fl.cap.name, ": largest borrower share other than team ", ti, " is wrong");
-    }
-  }
-  for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
-    const Team& t = m.teams[ti];
-    Resources borrowed{};
-    for (size_t f = 0; f < m.flavors.size(); ++f) {
-      const TeamFlavor& x = t.tf[f];
-      const std::string where = absl::StrCat("team ", t.name, " on ", m.flavors[f].cap.name);
-      int64_t n = 0;
-      bool any = false;
-      Resources min_req{};
-      int32_t max_prio = 0;
-      if (x.info.size() != x.buckets.size()) return bad(where, ": bucket info out of step");
-      if (x.min_admitted_prio != m.CountMinAdmittedPrio(x))
-        return bad(where, ": lowest admitted priority is stale");
-      for (size_t a = 0; a < x.buckets.size(); ++a) {
-        const Bucket& b = *x.buckets[a];
-        const BucketInfo& bi = x.info[a];
-        if (!b.q.empty() && (bi.head_id != m.wls[*b.q.begin()].id ||
-                             bi.head_ts != m.wls[*b.q.begin()].ts ||
-                             bi.head_evicted_cycle != m.wls[*b.q.begin()].evicted_cycle))
-          return bad(where, ": bucket head keys are stale");
-        if (b.slot != a || bi.size != b.q.size())
-          return bad(where, ": bucket info differs from its bucket");
-        if (b.q.empty()) continue;
-        const int32_t prio = bi.cls == kNoClass ? 0 : m.class_weight[bi.cls];
-        if (bi.prio != prio) return bad(where, ": bucket priority is stale");
-        for (size_t c = a + 1; c < x.buckets.size(); ++c)
-          if (x.info[c].size > 0 && x.info[c].cls == bi.cls && x.info[c].shape == bi.shape)
-            return bad(where, ": two buckets for one class and request");
-        for (uint32_t wi : b.q) {
-          const Wl& w = m.wls[wi];
-          if (w.state != WlState::kPending || w.team != ti || w.flavor != f ||
-              w.cls != bi.cls || w.shape != bi.shape || w.prio != bi.prio)
-            return bad(where, ": workload ", w.id, " is in the wrong bucket");
-          ++n;
-        }
-        const Resources& req = m.shapes[bi.shape];
-        if (!any) {
-          min_req = req;
-          max_prio = bi.prio;
-        }
-        for (int r = 0; r < kNumResources; ++r) min_req[r] = std::min(min_req[r], req[r]);
-        max_prio = std::max(max_prio, bi.prio);
-        any = true;
-      }
-      if (n != x.npending) return bad(where, ": ", x.npending, " pending counted, ", n, " queued");
-      if (any && !x.summary_dirty && (min_req != x.min_req || max_prio != x.max_prio))
-        return bad(where, ": queue summary is stale");
-      if (n > 0) {
-        const auto& q = m.flavors[f].queued;
-        if (!x.listed || std::find(q.begin(), q.end(), ti) == q.end())
-          return bad(where, ": queue with pending workloads is not listed");
-      }
-      pending += n + static_cast<int64_t>(x.never_fit.size());
-      admitted += static_cast<int64_t>(x.admitted.size());
-      std::array<uint32_t, kClassSlots> by_class{};
-      std::array<Resources, kClassSlots> usage_by_class{};
-      std::vector<std::pair<uint32_t, uint32_t>> shapes;
-      Resources usage{};
-      if (x.admitted_keys.size() != x.admitted.size())
-        return bad(where, ": admitted keys out of step");
-      for (size_t k = 0; k < x.admitted.size(); ++k) {
-        const Wl& w = m.wls[x.admitted[k]];
-        if (w.state != WlState::kAdmitted || w.pos != k)
-          return bad(where, ": admitted workload ", w.id, " has a stale state or position");
-        const AdmittedKey& key = x.admitted_keys[k];
-        if (key.admit_seq != w.admit_seq || key.prio != w.prio || key.shape != w.shape)
-          return bad(where, ": admitted workload ", w.id, " has stale keys");
-        const int slot = ClassSlot(w.cls);
-        ++by_class[slot];
-        for (int r = 0; r < kNumResources; ++r) {
-          usage_by_class[slot][r] += m.shapes[w.shape][r];
-          usage[r] += m.shapes[w.shape][r];
-        }
-        auto it = std::find_if(shapes.begin(), shapes.end(),
-                               [&](const auto& e) { return e.first == w.shape; });
-        if (it == shapes.end()) shapes.push_back({w.shape, 1});
-        else ++it->second;
-      }
-      if (usage != x.usage) return bad(where, ": usage differs from the admitted workloads");
-      if (by_class != x.admitted_by_class || usage_by_class != x.admitted_usage_by_class)
-        return bad(where, ": per-class admitted counts are stale");
-      auto sorted = x.admitted_shapes;
-      std::sort(sorted.begin(), sorted.end());
-      std::sort(shapes.begin(), shapes.end());
-      if (sorted != shapes) return bad(where, ": admitted shapes are stale");
-      for (int r = 0; r < kNumResources; ++r) borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
-    }
-    if (borrowed != t.borrowed) return bad("team ", t.name, ": borrowed total is stale");
-    if (Share::Cmp(t.share, m.ShareOf(t, -1, Resources{})) != 0)
-      return bad("team ", t.name, ": cached share is stale");
-  }
-  if (pending != m.pending_count) return bad("pending count ", m.pending_count, " vs ", pending);
-  if (admitted != m.admitted_count)
-    return bad("admitted count ", m.admitted_count, " vs ", admitted);
-  return absl::OkStatus();
-}
-
 int64_t Engine::ApproxWorkloadBytes() const {
   const Impl& m = *impl_;
   // Workload slots + id index + one red-black node (4-byte key + 4 words, rounded to the
@@ -2517,6 +274,1952 @@ int64_t Engine::ApproxWorkloadBytes() const {
   bytes += m.pending_count * 48;
   bytes += static_cast<int64_t>(m.shapes.capacity() * sizeof(Resources));
   return bytes;
+}
+
+const TeamFlavor* Engine::Impl::FindTf(std::string_view team, std::string_view type) const {
+  auto ti = team_index.find(std::string(team));
+  auto fi = flavor_index.find(std::string(type));
+  if (ti == team_index.end() || fi == flavor_index.end()) return nullptr;
+  return &teams[ti->second].tf[fi->second];
+}
+
+}  // namespace hf::governance
+
+// ---- quota (its own file in a following commit) ----
+
+// Quota resolution (HyperPod's ComputeQuotaResources and borrow limits in engine units)
+// and the effective quotas and cohort aggregates of a configuration (Recompute).
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "governance/engine_impl.h"
+
+namespace hf::governance {
+
+Resources PerInstance(const InstanceTypeCapacity& t) {
+  return {t.accelerators, int64_t{t.vcpus} * 1000,
+          static_cast<int64_t>(std::llround(t.memory_gib * 1024.0))};
+}
+
+StatusOr<Resources> ResolveQuotaResource(const QuotaResource& q, const Resources& inst,
+                                         std::string_view field) {
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": ", std::string(what)));
+  };
+  for (auto [v, name] : {std::pair{q.accelerators, "Accelerators"}, {q.vcpu, "VCpu"},
+                         {q.memory_gib, "MemoryInGiB"}}) {
+    if (v && (*v < 0 || !std::isfinite(*v))) return bad(absl::StrCat(name, " must be ≥ 0"));
+  }
+  if (q.count && *q.count < 0) return bad("Count must be ≥ 0");
+  if (q.accelerators && *q.accelerators > 0 && inst[kAccelerators] == 0)
+    return bad(absl::StrCat("Accelerators: ", q.instance_type, " has no accelerators"));
+  Resources out{};
+  const double acc = static_cast<double>(inst[kAccelerators]);
+  const double cpu = static_cast<double>(inst[kVCpuMilli]);
+  const double mem = static_cast<double>(inst[kMemoryMiB]);
+  if (q.count) {
+    for (int r = 0; r < kNumResources; ++r) out[r] = *q.count * inst[r];
+  } else if (q.accelerators) {
+    const double frac = acc > 0 ? *q.accelerators / acc : 0;
+    out = {0, static_cast<int64_t>(frac * cpu), static_cast<int64_t>(frac * mem)};
+  } else if (q.vcpu) {
+    const double frac = cpu > 0 ? *q.vcpu * 1000 / cpu : 0;
+    out = {0, 0, static_cast<int64_t>(frac * mem)};
+  } else if (q.memory_gib) {
+    const double frac = mem > 0 ? *q.memory_gib * 1024 / mem : 0;
+    out = {0, static_cast<int64_t>(frac * cpu), 0};
+  } else {
+    return bad("one of Count, Accelerators, VCpu or MemoryInGiB is required");
+  }
+  // Fields given explicitly override what Count or the ratio derived.
+  if (q.accelerators) out[kAccelerators] = static_cast<int64_t>(std::floor(*q.accelerators));
+  if (q.vcpu) out[kVCpuMilli] = static_cast<int64_t>(std::floor(*q.vcpu * 1000));
+  if (q.memory_gib) out[kMemoryMiB] = static_cast<int64_t>(std::floor(*q.memory_gib * 1024));
+  return out;
+}
+
+StatusOr<std::pair<std::vector<Resources>, std::vector<Resources>>> Engine::Impl::ResolveQuota(
+    const TeamQuota& q) const {
+  if (q.resources.size() > 15)
+    return absl::InvalidArgumentError("ComputeQuotaResources: at most 15 entries");
+  if (q.absolute_borrow_limits.size() > 15)
+    return absl::InvalidArgumentError("AbsoluteBorrowLimits: at most 15 entries");
+  if (q.fair_share_weight < 0 || q.fair_share_weight > 100)
+    return absl::InvalidArgumentError("FairShareWeight: must be 0..100");
+  if (q.borrow_limit_percent < 0 || q.borrow_limit_percent > 10000)
+    return absl::InvalidArgumentError("BorrowLimit: must be 0..10000");
+  if (q.team.empty()) return absl::InvalidArgumentError("TeamName: required");
+  std::vector<Resources> nominal(flavors.size()), borrow(flavors.size());
+  std::vector<bool> seen(flavors.size());
+  for (size_t i = 0; i < q.resources.size(); ++i) {
+    const QuotaResource& qr = q.resources[i];
+    const std::string field = absl::StrCat("ComputeQuotaResources[", i, "]");
+    auto it = flavor_index.find(qr.instance_type);
+    if (it == flavor_index.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".InstanceType: ", qr.instance_type, " is not in the cluster"));
+    if (seen[it->second])
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".InstanceType: ", qr.instance_type, " appears twice"));
+    seen[it->second] = true;
+    HF_ASSIGN_OR_RETURN(nominal[it->second],
+                        ResolveQuotaResource(qr, flavors[it->second].per_instance, field));
+  }
+  for (size_t f = 0; f < flavors.size(); ++f) {
+    for (int r = 0; r < kNumResources; ++r) {
+      borrow[f][r] = q.strategy == SharingStrategy::kLendAndBorrow
+                         ? nominal[f][r] * q.borrow_limit_percent / 100
+                         : 0;
+    }
+  }
+  for (size_t i = 0; i < q.absolute_borrow_limits.size(); ++i) {
+    const QuotaResource& qr = q.absolute_borrow_limits[i];
+    const std::string field = absl::StrCat("AbsoluteBorrowLimits[", i, "]");
+    auto it = flavor_index.find(qr.instance_type);
+    if (it == flavor_index.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".InstanceType: ", qr.instance_type, " is not in the cluster"));
+    HF_ASSIGN_OR_RETURN(Resources abs,
+                        ResolveQuotaResource(qr, flavors[it->second].per_instance, field));
+    if (q.strategy != SharingStrategy::kLendAndBorrow) continue;  // cannot borrow at all
+    Resources& b = borrow[it->second];
+    // Only the resources the entry sets (directly or via Count) replace the percentage.
+    if (qr.count) {
+      b = abs;
+    } else {
+      if (qr.accelerators) b[kAccelerators] = abs[kAccelerators];
+      if (qr.vcpu) b[kVCpuMilli] = abs[kVCpuMilli];
+      if (qr.memory_gib) b[kMemoryMiB] = abs[kMemoryMiB];
+    }
+  }
+  return std::pair{nominal, borrow};
+}
+
+void Engine::Impl::Recompute() {
+  for (Flavor& fl : flavors) {
+    fl.subtree = fl.usage = Resources{};
+    fl.any_local = false;
+  }
+  std::vector<Resources> nominal_sum(flavors.size());
+  for (Team& t : teams) {
+    t.active = t.exists && t.quota.active;
+    t.borrowed = {};
+    ++t.version;
+    for (size_t f = 0; f < flavors.size(); ++f) {
+      TeamFlavor& x = t.tf[f];
+      for (int r = 0; r < kNumResources; ++r) {
+        x.nominal[r] = t.active && x.has_quota ? x.configured[r] : 0;
+        x.borrow_limit[r] = t.active && x.has_quota ? x.configured_borrow[r] : 0;
+        x.local[r] =
+            t.active && t.quota.strategy == SharingStrategy::kDontLend ? x.nominal[r] : 0;
+        if (x.local[r] > 0) flavors[f].any_local = true;
+        flavors[f].subtree[r] += x.nominal[r] - x.local[r];
+        flavors[f].usage[r] += Sat0(x.usage[r] - x.local[r]);
+        t.borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
+        nominal_sum[f][r] += x.nominal[r];
+      }
+    }
+  }
+  Resources lendable{};
+  for (size_t f = 0; f < flavors.size(); ++f) {
+    Flavor& fl = flavors[f];
+    for (int r = 0; r < kNumResources; ++r) {
+      fl.cohort_nominal[r] =
+          policy.idle_resource_sharing ? Sat0(fl.capacity[r] - nominal_sum[f][r]) : 0;
+      fl.subtree[r] += fl.cohort_nominal[r];
+      lendable[r] += fl.subtree[r];
+    }
+    ++fl.gen;
+  }
+  lendable_.Set(lendable);
+  for (Team& t : teams)
+    for (uint16_t f = 0; f < flavors.size(); ++f)
+      for (int r = 0; r < kNumResources; ++r) t.tf[f].potential[r] = Potential(t, f, r);
+  RebuildBorrowers();
+  // A configuration change may make never-fit workloads fit: put them back in the queues;
+  // every queue is scanned whole at the next round (never-fit classification).
+  for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+    for (uint16_t f = 0; f < flavors.size(); ++f) {
+      TeamFlavor& x = teams[ti].tf[f];
+      for (uint32_t wi : x.never_fit) {
+        Wl& w = wls[wi];
+        w.pos = kNone;
+        w.queued_cycle = static_cast<int32_t>(cycle);
+        InsertPending(wi);
+      }
+      x.never_fit.clear();
+      x.force = true;
+    }
+  }
+}
+
+}  // namespace hf::governance
+
+// ---- queues (its own file in a following commit) ----
+
+// Pending queues (a team's queue on a type as equivalence classes: Bucket, BucketInfo, the
+// queue summary) and the workload state transitions that move workloads between them and
+// the admitted lists: submit, admit, evict, release.
+#include <algorithm>
+#include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "governance/engine_impl.h"
+
+namespace hf::governance {
+
+// ---- pending queues ----
+
+inline Bucket& Engine::Impl::BucketFor(TeamFlavor& x, uint8_t cls, int32_t prio, uint32_t shape) {
+  for (size_t i = 0; i < x.info.size(); ++i)
+    if (x.info[i].cls == cls && x.info[i].shape == shape) return *x.buckets[i];
+  // Reuse an empty bucket (no stream holds one outside a round).
+  if (!in_round) {
+    for (size_t i = 0; i < x.info.size(); ++i) {
+      if (x.info[i].size == 0) {
+        x.info[i] = BucketInfo{shape, prio, 0, cls, false};
+        return *x.buckets[i];
+      }
+    }
+  }
+  x.buckets.push_back(std::make_unique<Bucket>(&wls));
+  Bucket& b = *x.buckets.back();
+  b.slot = static_cast<uint32_t>(x.info.size());
+  x.info.push_back(BucketInfo{shape, prio, 0, cls, false});
+  return b;
+}
+
+Bucket* Engine::Impl::FindBucket(TeamFlavor& x, const Wl& w) {
+  for (size_t i = 0; i < x.info.size(); ++i)
+    if (x.info[i].cls == w.cls && x.info[i].shape == w.shape) return x.buckets[i].get();
+  return nullptr;
+}
+
+const Bucket* Engine::Impl::FindBucket(const TeamFlavor& x, const Wl& w) const {
+  for (size_t i = 0; i < x.info.size(); ++i)
+    if (x.info[i].cls == w.cls && x.info[i].shape == w.shape) return x.buckets[i].get();
+  return nullptr;
+}
+
+Bucket& Engine::Impl::InsertPending(uint32_t wi) {
+  Wl& w = wls[wi];
+  w.state = WlState::kPending;
+  TeamFlavor& x = teams[w.team].tf[w.flavor];
+  Bucket& b = BucketFor(x, w.cls, w.prio, w.shape);
+  const bool was_empty = b.q.empty();
+  b.q.insert(wi);
+  BucketInfo& bi = x.info[b.slot];
+  ++bi.size;
+  if (was_empty || w.ts < bi.head_ts || (w.ts == bi.head_ts && w.id < bi.head_id))
+    SetHead(bi, w);
+  ++x.npending;
+  x.skip_valid = false;
+  if (was_empty) {
+    if (!x.summary_dirty) {
+      const Resources& req = ReqOf(w);
+      for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
+      x.max_prio = std::max(x.max_prio, w.prio);
+      if (x.npending == 1) {
+        x.min_req = req;
+        x.max_prio = w.prio;
+      }
+    }
+  }
+  if (!x.listed) {
+    x.listed = true;
+    flavors[w.flavor].queued.push_back(w.team);
+  }
+  return b;
+}
+
+inline void Engine::Impl::ErasePending(uint32_t wi, Bucket& b) {
+  const Wl& w = wls[wi];
+  TeamFlavor& x = teams[w.team].tf[w.flavor];
+  const bool was_head = x.info[b.slot].head_id == w.id;
+  b.q.erase(wi);
+  --x.info[b.slot].size;
+  --x.npending;
+  if (b.q.empty()) BucketEmptied(w.team, w.flavor);
+  else if (was_head) SetHead(x.info[b.slot], wls[*b.q.begin()]);
+}
+
+void Engine::Impl::BucketEmptied(uint32_t ti, uint16_t f) {
+  TeamFlavor& x = teams[ti].tf[f];
+  x.summary_dirty = true;
+  if (!x.needs_compact) {
+    x.needs_compact = true;
+    compact_tfs.emplace_back(ti, f);
+  }
+}
+
+// The queue summary (smallest request, highest priority) over the non-empty buckets.
+void Engine::Impl::RecountSummary(TeamFlavor& x) {
+  x.summary_dirty = false;
+  bool first = true;
+  for (const BucketInfo& b : x.info) {
+    if (b.size == 0) continue;
+    const Resources& req = shapes[b.shape];
+    if (first) {
+      x.min_req = req;
+      x.max_prio = b.prio;
+      first = false;
+      continue;
+    }
+    for (int r = 0; r < kNumResources; ++r) x.min_req[r] = std::min(x.min_req[r], req[r]);
+    x.max_prio = std::max(x.max_prio, b.prio);
+  }
+}
+
+int32_t Engine::Impl::CountMinAdmittedPrio(const TeamFlavor& x) const {
+  int32_t best = std::numeric_limits<int32_t>::max();
+  for (int slot = 0; slot < kClassSlots; ++slot) {
+    if (x.admitted_by_class[slot] == 0) continue;
+    const int32_t p = slot == 10 ? 0 : class_weight[slot];
+    best = std::min(best, p);
+  }
+  return best;
+}
+
+void Engine::Impl::CountAdmitted(TeamFlavor& x, const Wl& w, int sign) {
+  const int slot = ClassSlot(w.cls);
+  x.admitted_by_class[slot] += sign;
+  // Only a class appearing or disappearing moves the minimum.
+  if (x.admitted_by_class[slot] == (sign > 0 ? 1u : 0u)) x.min_admitted_prio = CountMinAdmittedPrio(x);
+  const Resources& req = ReqOf(w);
+  for (int r = 0; r < kNumResources; ++r) x.admitted_usage_by_class[slot][r] += sign * req[r];
+  auto& v = x.admitted_shapes;
+  auto it = std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.first == w.shape; });
+  if (it == v.end()) it = v.insert(v.end(), {w.shape, 0});
+  it->second += sign;
+  if (it->second == 0) {
+    *it = v.back();
+    v.pop_back();
+  }
+}
+
+// ---- workloads ----
+
+StatusOr<uint32_t> Engine::Impl::NewWorkload(const WorkloadSpec& s) {
+  if (by_id.contains(s.id))
+    return absl::AlreadyExistsError(absl::StrCat("workload ", s.id, " already exists"));
+  auto ti = team_index.find(s.team);
+  if (ti == team_index.end())
+    return absl::NotFoundError(absl::StrCat("team ", s.team, " has no compute quota"));
+  auto fi = flavor_index.find(s.instance_type);
+  if (fi == flavor_index.end())
+    return absl::InvalidArgumentError(
+        absl::StrCat("instance type ", s.instance_type, " is not in the cluster"));
+  if (s.count < 1) return absl::InvalidArgumentError("count must be ≥ 1");
+  uint8_t cls = kNoClass;
+  if (!s.priority_class.empty()) {
+    auto ci = class_index.find(s.priority_class);
+    if (ci == class_index.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority class ", s.priority_class, " is not in the cluster policy"));
+    cls = ci->second;
+  }
+  Resources req{};
+  const Resources& inst = flavors[fi->second].per_instance;
+  for (int r = 0; r < kNumResources; ++r) {
+    const int64_t per = s.per_pod ? (*s.per_pod)[r] : inst[r];
+    if (per < 0) return absl::InvalidArgumentError("per_pod: negative resource");
+    req[r] = per * s.count;
+  }
+  uint32_t wi;
+  if (!free_wls.empty()) {
+    wi = free_wls.back();
+    free_wls.pop_back();
+  } else {
+    wi = static_cast<uint32_t>(wls.size());
+    wls.emplace_back();
+  }
+  Wl& w = wls[wi];
+  w = Wl{};
+  w.id = s.id;
+  w.ts = s.submit_time_ms;
+  w.shape = Intern(req);
+  w.team = ti->second;
+  w.flavor = fi->second;
+  {
+    Flavor& fl = flavors[w.flavor];
+    for (int r = 0; r < kNumResources; ++r)
+      fl.min_req_seen[r] = fl.any_seen ? std::min(fl.min_req_seen[r], req[r]) : req[r];
+    fl.any_seen = true;
+  }
+  w.cls = cls;
+  w.prio = cls == kNoClass ? 0 : class_weight[cls];
+  by_id.emplace(s.id, wi);
+  return wi;
+}
+
+inline uint32_t Engine::Impl::Intern(const Resources& req) {
+  auto [it, inserted] = shape_index.try_emplace(req, static_cast<uint32_t>(shapes.size()));
+  if (inserted) shapes.push_back(req);
+  return it->second;
+}
+
+void Engine::Impl::Enqueue(uint32_t wi) {
+  Wl& w = wls[wi];
+  TeamFlavor& x = teams[w.team].tf[w.flavor];
+  w.queued_cycle = static_cast<int32_t>(cycle);
+  Bucket& b = InsertPending(wi);
+  x.info[b.slot].fresh = true;
+  if (!x.has_fresh) {
+    x.has_fresh = true;
+    fresh_tfs.emplace_back(w.team, w.flavor);
+  }
+  ++pending_count;
+}
+
+void Engine::Impl::Admit(uint32_t wi, Bucket& b) {
+  Wl& w = wls[wi];
+  TeamFlavor& x = teams[w.team].tf[w.flavor];
+  ErasePending(wi, b);
+  --pending_count;
+  w.state = WlState::kAdmitted;
+  w.admit_seq = ++admit_seq;
+  PushAdmitted(x, wi);
+  CountAdmitted(x, w, +1);
+  AddUsage(w.team, w.flavor, ReqOf(w), +1);
+  ++admitted_count;
+}
+
+void Engine::Impl::PushAdmitted(TeamFlavor& x, uint32_t wi) {
+  Wl& w = wls[wi];
+  w.pos = static_cast<uint32_t>(x.admitted.size());
+  x.admitted.push_back(wi);
+  x.admitted_keys.push_back({w.admit_seq, w.prio, w.shape});
+}
+
+// Takes workload wi out of its team-flavor's admitted list (swap with the last).
+inline void Engine::Impl::DropAdmitted(TeamFlavor& x, uint32_t wi) {
+  const uint32_t pos = wls[wi].pos;
+  x.admitted_keys[pos] = x.admitted_keys.back();
+  x.admitted_keys.pop_back();
+  DropFromVector(x.admitted, wi);
+}
+
+inline void Engine::Impl::DropFromVector(std::vector<uint32_t>& v, uint32_t wi) {
+  const uint32_t pos = wls[wi].pos;
+  const uint32_t last = v.back();
+  v[pos] = last;
+  wls[last].pos = pos;
+  v.pop_back();
+  wls[wi].pos = kNone;
+}
+
+void Engine::Impl::Evict(uint32_t wi) {
+  Wl& w = wls[wi];
+  TeamFlavor& x = teams[w.team].tf[w.flavor];
+  DropAdmitted(x, wi);
+  CountAdmitted(x, w, -1);
+  AddUsage(w.team, w.flavor, ReqOf(w), -1);
+  --admitted_count;
+  w.evicted_cycle = static_cast<int32_t>(cycle);
+  ++evictions;
+  evicted_flavors.push_back(w.flavor);
+  if (x.victim_round != round_seq) {
+    x.victim_round = round_seq;
+    round_victim_tfs.emplace_back(w.team, w.flavor);
+  }
+  if (!flavors[w.flavor].victims_this_round) {
+    flavors[w.flavor].victims_this_round = true;
+    round_victim_flavors.push_back(w.flavor);
+  }
+  w.queued_cycle = static_cast<int32_t>(cycle) - 1;  // it was considered before
+  InsertPending(wi);
+  ++pending_count;
+}
+
+void Engine::Impl::Release(uint32_t wi) {
+  Wl& w = wls[wi];
+  TeamFlavor& x = teams[w.team].tf[w.flavor];
+  switch (w.state) {
+    case WlState::kAdmitted:
+      DropAdmitted(x, wi);
+      CountAdmitted(x, w, -1);
+      AddUsage(w.team, w.flavor, ReqOf(w), -1);
+      ++flavors[w.flavor].gen;
+      --admitted_count;
+      break;
+    case WlState::kPending:
+      ErasePending(wi, *FindBucket(x, w));
+      --pending_count;
+      break;
+    case WlState::kNeverFit:
+      DropFromVector(x.never_fit, wi);
+      --pending_count;
+      break;
+    case WlState::kFree:
+      break;
+  }
+  by_id.erase(w.id);
+  w.state = WlState::kFree;
+  free_wls.push_back(wi);
+}
+
+}  // namespace hf::governance
+
+// ---- preemption (its own file in a following commit) ----
+
+// Victim searches: which admitted workloads to evict so that a pending one fits
+// (docs/governance.md "A cycle"; Kueue v0.19 preemption.go and fairPreemptions).
+// TryPreempt gates a search, runs it (ClassicSearch with FairShare Disabled, FairSearch with
+// it Enabled), then fills back and re-checks the fair-sharing victims. A search changes
+// usage by trial steps (TrialUsage) and commits only on success, through Evict.
+#include <algorithm>
+#include <queue>
+
+#include "governance/engine_impl.h"
+
+namespace hf::governance {
+
+// Appends team ti's admitted workloads of f that `keep`(AdmittedKey) selects.
+template <class Keep>
+void Engine::Impl::AppendCands(uint32_t ti, uint16_t f, bool own, std::vector<Cand>& out,
+                               Keep&& keep) const {
+  const TeamFlavor& x = teams[ti].tf[f];
+  for (size_t k = 0; k < x.admitted.size(); ++k) {
+    const AdmittedKey& key = x.admitted_keys[k];
+    if (keep(key)) out.push_back({key.admit_seq, key.prio, x.admitted[k], key.shape, ti, own});
+  }
+}
+
+// Whether the team of borrower-set entry k may give victims to a job of team ti needing
+// `req` on f: another team, with admitted workloads, borrowing on a resource the job needs
+// (reclaimWithinCohort: Any); for a borrowing job under fair sharing (`by_share`) also
+// holding a workload whose eviction leaves it at nominal (FairSearch).
+inline bool Engine::Impl::IsTargetTeam(const ShareKey& k, uint32_t ti, uint16_t f,
+                                const Resources& req, bool by_share) const {
+  if (k.team == ti) return false;
+  const Team& u = teams[k.team];
+  if (u.tf[f].admitted.empty() || !BorrowingOn(u, f, req)) return false;
+  return !by_share || HasFairVictimSize(u, f, req);
+}
+
+// Fair-sharing target selection (Kueue v0.19 fairPreemptions): visit teams by descending
+// weighted share; the preemptor's own lower-priority workloads go unconditionally, other
+// teams' ones unconditionally when the preemptor stays within nominal (lender reclaim),
+// else by LessThanOrEqualToFinalShare, then LessThanInitialShare (one per team).
+// `mine_floor` is the preemptor's team's share with the request alone (used when it
+// borrows; see Reach). Victims are taken through Impl::TakeVictim.
+class Engine::Impl::FairSearch {
+ public:
+  FairSearch(Impl& m, uint32_t wi, bool within_nominal, const Share& mine_floor)
+      : m_(m), ti_(m.wls[wi].team), f_(m.wls[wi].flavor), t_(m.teams[ti_]),
+        req_(m.ReqOf(m.wls[wi])), within_nominal_(within_nominal), by_share_(!within_nominal),
+        mine_floor_(mine_floor), buf_(m.scratch_cands_), targets_(m.scratch_targets_),
+        borrowers_(m.flavors[f_].borrowers), next_(borrowers_.begin()) {}
+
+  // Runs both strategies over `same` (the preemptor's own candidates) and the borrower
+  // set's teams; true when the preemptor fits.
+  bool Run(const std::vector<Cand>& same) {
+    // A target's candidates form a heap whose top is the first in CandidatesOrdering: a
+    // search usually takes a few of a team's many admitted workloads, so ordering them all
+    // (n log n per pick) is wasted. The heaps share one buffer: a target's is at
+    // [begin, begin + left); other teams' are copied when their team is first picked.
+    buf_.clear();
+    targets_.clear();
+    if (!same.empty()) {
+      buf_.assign(same.begin(), same.end());
+      std::make_heap(buf_.begin(), buf_.end(), CandAfter);
+      targets_.push_back({ti_, 0, buf_.size()});
+    }
+    for (int strategy = 1; strategy <= 2; ++strategy) {
+      Heap heap;
+      for (uint32_t i = 0; i < targets_.size(); ++i)
+        if (SizeOf(targets_[i]) > 0) heap.push(KeyOf(i));
+      while (true) {
+        if (m_.Fits(t_, f_, req_)) return true;
+        Reach(heap);
+        // The target with the largest share that still has candidates.
+        if (heap.empty()) break;
+        const Key top = heap.top();
+        heap.pop();
+        Visit(top, strategy, heap);
+      }
+    }
+    return m_.Fits(t_, f_, req_);
+  }
+
+ private:
+  using Target = FairTarget;
+  // Targets by descending share, the preemptor's own team first on ties, then by team
+  // index. Keys go stale as victims leave (the team's version moves): a stale top is
+  // re-keyed and pushed back (lazy max-heap), so each step costs O(log targets).
+  struct Key {
+    Share share;
+    uint32_t target;
+    uint32_t rank;      // 0 for the own team, else 1 + team index
+    uint64_t version;
+    bool operator<(const Key& o) const {  // max-heap: "less" is served later
+      const int c = Share::Cmp(share, o.share);
+      if (c != 0) return c < 0;
+      return rank > o.rank;
+    }
+  };
+  using Heap = std::priority_queue<Key>;
+
+  size_t SizeOf(const Target& tg) const {
+    return tg.loaded ? tg.left : m_.teams[tg.team].tf[f_].admitted.size();
+  }
+  const Cand& Front(const Target& tg) const { return buf_[tg.begin]; }
+
+  // Which of a target team's admitted workloads are candidates. For a borrowing preemptor
+  // only those that may be fair-sharing victims now: the target's usage only falls during
+  // the search, so those left out stay out (not admitted in this cycle, and leaving the
+  // team at nominal; see PassedOver).
+  bool Candidate(const Team& u, const AdmittedKey& key) const {
+    return within_nominal_ || (key.admit_seq <= m_.cycle_first_seq &&
+                               m_.StaysAtNominal(u, f_, req_, m_.shapes[key.shape]));
+  }
+
+  // Another team's target starts with its first candidate alone (one pass, no copy of the
+  // rest): most targets are dropped after their first candidate fails a strategy.
+  void LoadFront(Target& tg) {
+    const Team& u = m_.teams[tg.team];
+    const TeamFlavor& ux = u.tf[f_];
+    tg.begin = buf_.size();
+    tg.left = 0;
+    tg.partial = true;
+    for (size_t k = 0; k < ux.admitted.size(); ++k) {
+      const AdmittedKey& key = ux.admitted_keys[k];
+      if (!Candidate(u, key)) continue;
+      const Cand c{key.admit_seq, key.prio, ux.admitted[k], key.shape, tg.team, false};
+      if (tg.left == 0) {
+        buf_.push_back(c);
+        tg.left = 1;
+      } else if (CandAfter(buf_[tg.begin], c)) {
+        buf_[tg.begin] = c;
+      }
+    }
+  }
+
+  // Removes the target's first candidate (after it was taken or passed over).
+  void Pop(Target& tg) {
+    if (tg.partial) {
+      // The rest, as a heap of its own at the end of the buffer.
+      const uint32_t taken = buf_[tg.begin].wi;
+      const Team& u = m_.teams[tg.team];
+      const TeamFlavor& ux = u.tf[f_];
+      tg.begin = buf_.size();
+      for (size_t k = 0; k < ux.admitted.size(); ++k) {
+        const AdmittedKey& key = ux.admitted_keys[k];
+        if (ux.admitted[k] != taken && Candidate(u, key))
+          buf_.push_back({key.admit_seq, key.prio, ux.admitted[k], key.shape, tg.team, false});
+      }
+      std::make_heap(buf_.begin() + tg.begin, buf_.end(), CandAfter);
+      tg.left = buf_.size() - tg.begin;
+      tg.partial = false;
+      return;
+    }
+    std::pop_heap(buf_.begin() + tg.begin, buf_.begin() + tg.begin + tg.left, CandAfter);
+    --tg.left;
+  }
+
+  // A target team's share now; the preemptor's own counts its request and its victims so
+  // far as running.
+  Share TargetShare(uint32_t ui) const {
+    if (ui != ti_) return m_.ShareOf(m_.teams[ui], -1, Resources{});
+    Resources d = req_;
+    for (int r = 0; r < kNumResources; ++r) d[r] += own_removed_[r];
+    return m_.ShareOf(t_, f_, d);
+  }
+
+  // A target's share is computed once per version of its team (for the preemptor's own
+  // team, own_removed_ moves only with its version).
+  Key KeyOf(uint32_t i) {
+    Target& tg = targets_[i];
+    const uint64_t v = m_.teams[tg.team].version;
+    if (!tg.has_share || tg.share_version != v) {
+      tg.share = TargetShare(tg.team);
+      tg.share_version = v;
+      tg.has_share = true;
+    }
+    return Key{tg.share, i, tg.team == ti_ ? 0u : 1u + tg.team, v};
+  }
+
+  // Other teams become targets as the walk of the flavor's borrower set (by descending
+  // share, then team index: the heap's order) reaches them, when the next would be served
+  // before the heap's top. A team not yet reached is untouched, so its key in the set is
+  // its share now. For a borrowing preemptor the walk ends below mine_floor_: both
+  // strategies compare with the target's share, which only falls as victims go, against
+  // the preemptor's, which only rises.
+  void Reach(Heap& heap) {
+    for (; next_ != borrowers_.end(); ++next_) {
+      const ShareKey& k = *next_;
+      if (by_share_ && k.share < mine_floor_) {
+        next_ = borrowers_.end();
+        return;
+      }
+      if (!heap.empty()) {
+        const Key& top = heap.top();
+        const int c = Share::Cmp(k.share, top.share);
+        if (c < 0 || (c == 0 && 1 + k.team > top.rank)) return;
+      }
+      if (!m_.IsTargetTeam(k, ti_, f_, req_, by_share_)) continue;
+      targets_.push_back({k.team});
+      Target& tg = targets_.back();
+      tg.loaded = false;
+      // Untouched so far: its share is its key in the set.
+      tg.share = k.share;
+      tg.share_version = m_.teams[k.team].version;
+      tg.has_share = true;
+      heap.push(KeyOf(static_cast<uint32_t>(targets_.size() - 1)));
+    }
+  }
+
+  // One step of the walk: the target at the heap's top gives its first candidate, or is
+  // re-keyed, or is dropped for this strategy.
+  void Visit(const Key& top, int strategy, Heap& heap) {
+    Target& tg = targets_[top.target];
+    if (SizeOf(tg) == 0) return;
+    // Other teams stop being targets once they no longer borrow on a needed resource
+    // (their usage only falls during the search, so for good).
+    if (tg.team != ti_ && !m_.BorrowingOn(m_.teams[tg.team], f_, req_)) return;
+    if (top.version != m_.teams[tg.team].version) {
+      heap.push(KeyOf(top.target));
+      return;
+    }
+    if (!tg.loaded) {
+      LoadFront(tg);
+      tg.loaded = true;
+      if (tg.left == 0) return;
+    }
+    const uint32_t ci = Front(tg).wi;
+    if (tg.team == ti_) {
+      Pop(tg);
+      for (int r = 0; r < kNumResources; ++r) own_removed_[r] += m_.ReqOf(m_.wls[ci])[r];
+      m_.TakeVictim(ci, PreemptionReason::kInClusterQueue);
+      heap.push(KeyOf(top.target));
+      return;
+    }
+    if (within_nominal_) {
+      Pop(tg);
+      m_.TakeVictim(ci, PreemptionReason::kReclaim);
+      heap.push(KeyOf(top.target));
+      return;
+    }
+    VisitFair(tg, top, strategy, heap);
+  }
+
+  // A fair-sharing step for a borrowing preemptor: the target's first candidate is taken if
+  // the strategy's share test passes.
+  void VisitFair(Target& tg, const Key& top, int strategy, Heap& heap) {
+    const uint32_t ci = Front(tg).wi;
+    const Resources& victim_req = m_.ReqOf(m_.wls[ci]);
+    // The preemptor's share counts its own would-be victims as still running: fill-back
+    // may keep them, and the comparison must hold for the final state. It also counts
+    // everything its fair-sharing victims free, not only its request: a victim larger
+    // than the preemptor leaves quota over, which the preemptor's team may fill at once
+    // with other jobs. Counted on the request alone (Kueue), the two teams then trade
+    // places and evict each other back every cycle (seen on the generated traces); with
+    // the whole freed amount Kueue's no-ping-pong argument covers that refill too.
+    Resources mine_delta;
+    for (int r = 0; r < kNumResources; ++r)
+      mine_delta[r] = own_removed_[r] + std::max(req_[r], fair_freed_[r] + victim_req[r]);
+    const Share mine = m_.ShareOf(t_, f_, mine_delta);
+    if (PassedOver(tg, Front(tg))) {
+      while (tg.left > 0 && PassedOver(tg, Front(tg))) Pop(tg);
+      heap.push(KeyOf(top.target));
+      return;
+    }
+    bool ok;
+    if (strategy == 1) {
+      Resources minus = victim_req;
+      for (auto& v : minus) v = -v;
+      ok = mine <= m_.ShareOf(m_.teams[tg.team], f_, minus);
+    } else {
+      ok = !tg.s2_used && mine < top.share;
+    }
+    if (!ok) return;  // dropped for this strategy
+    Pop(tg);
+    if (strategy == 2) tg.s2_used = true;
+    for (int r = 0; r < kNumResources; ++r) fair_freed_[r] += victim_req[r];
+    m_.TakeVictim(ci, PreemptionReason::kFairSharing);
+    heap.push(KeyOf(top.target));
+  }
+
+  // A candidate that may not be a fair-sharing victim: admitted in this cycle (see
+  // cycle_first_seq), or one whose eviction would push its team below nominal on a needed
+  // resource: the team could then reclaim unconditionally (lender reclaim) from the
+  // preemptor, which borrows, and the three steps (fair-share eviction, reclaim, the team's
+  // own higher-priority job taking the quota back in-team) repeat every cycle. Such a
+  // candidate is passed over; a smaller one of the same team may still qualify.
+  bool PassedOver(const Target& tg, const Cand& c) const {
+    return c.admit_seq > m_.cycle_first_seq ||
+           !m_.StaysAtNominal(m_.teams[tg.team], f_, req_, m_.shapes[c.shape]);
+  }
+
+  Impl& m_;
+  const uint32_t ti_;
+  const uint16_t f_;
+  Team& t_;
+  const Resources& req_;
+  const bool within_nominal_;
+  const bool by_share_;
+  const Share mine_floor_;
+  std::vector<Cand>& buf_;
+  std::vector<Target>& targets_;
+  const BorrowerSet& borrowers_;
+  BorrowerSet::const_iterator next_;
+  Resources own_removed_{};
+  Resources fair_freed_{};  // Σ requests of the fair-sharing victims taken so far
+};
+
+bool Engine::Impl::TryPreempt(uint32_t wi, std::vector<Victim>& out) {
+  const Wl& w = wls[wi];
+  const uint32_t ti = w.team;
+  Team& t = teams[ti];
+  const uint16_t f = w.flavor;
+  const bool fair = policy.fair_share;
+  const bool within_nominal = WithinNominalAfter(t, f, ReqOf(w));
+  // Kueue's gate: without fair sharing (and borrowWithinCohort=Never) a workload may only
+  // preempt when its request fits within the team's nominal quota.
+  if (!fair) {
+    for (int r = 0; r < kNumResources; ++r)
+      if (ReqOf(w)[r] > t.tf[f].nominal[r]) return false;
+  }
+  std::vector<Cand>& same = scratch_same_;
+  same.clear();
+  if (t.preempt == PreemptTeamTasks::kLowerPriority)
+    AppendCands(ti, f, true, same, [&](const AdmittedKey& k) {
+      return k.prio < w.prio && k.admit_seq <= cycle_first_seq;
+    });
+  // Other teams' workloads are candidates only while their team borrows on a needed
+  // resource (reclaimWithinCohort: Any). Classic mode may only reclaim when the preemptor
+  // ends up within its nominal quota (borrowWithinCohort: Never).
+  // They come from the flavor's borrower set (IsTargetTeam). Under fair sharing
+  // FairSearch walks the set itself, lazily and in its order (most searches end at the
+  // first teams); FairShare Disabled orders candidates across all target teams at once,
+  // so it lists them here.
+  const bool by_share = fair && !within_nominal;
+  const Share mine_floor = by_share ? ShareOf(t, f, ReqOf(w)) : Share{};
+  std::vector<uint32_t>& other_teams = scratch_other_teams_;
+  other_teams.clear();
+  if (!fair && within_nominal)
+    for (const ShareKey& k : flavors[f].borrowers)
+      if (IsTargetTeam(k, ti, f, ReqOf(w), false)) other_teams.push_back(k.team);
+  if (!fair && same.empty() && other_teams.empty()) return false;
+  if (!EnoughRoom(wi, fair)) return false;
+  scratch_chosen_.clear();
+  scratch_reasons_.clear();
+  scratch_versions_.clear();
+  const bool fits =
+      fair ? FairSearch(*this, wi, within_nominal, mine_floor).Run(same) : ClassicSearch(wi);
+  if (!fits) {
+    UndoVictims();
+    return false;
+  }
+  FillBack(wi);
+  if (!FairVictimsJustified(wi)) return false;
+  EvictChosen(out);
+  return true;
+}
+
+// Necessary room: available grows at most by what the victims free. Own lower-priority
+// workloads (scratch_same_) free their usage, any other target (scratch_other_teams_) at
+// most its usage (FairShare Disabled; under fair sharing only the team's cap is checked).
+inline bool Engine::Impl::EnoughRoom(uint32_t wi, bool fair) const {
+  const Wl& w = wls[wi];
+  const Team& t = teams[w.team];
+  const uint16_t f = w.flavor;
+  const Resources& req = ReqOf(w);
+  Resources room;
+  for (int r = 0; r < kNumResources; ++r) room[r] = Available(t, f, r);
+  for (const Cand& c : scratch_same_)
+    for (int r = 0; r < kNumResources; ++r) room[r] += shapes[c.shape][r];
+  for (uint32_t ui : scratch_other_teams_) {
+    const TeamFlavor& ux = teams[ui].tf[f];
+    for (int r = 0; r < kNumResources; ++r) room[r] += ux.usage[r];
+  }
+  Resources own_freed{};
+  for (const Cand& c : scratch_same_)
+    for (int r = 0; r < kNumResources; ++r) own_freed[r] += shapes[c.shape][r];
+  const TeamFlavor& x = t.tf[f];
+  for (int r = 0; r < kNumResources; ++r) {
+    if (req[r] <= 0) continue;
+    if (!fair && req[r] > room[r]) return false;
+    // Available never exceeds nominal + borrow limit − usage (see MayAdmit).
+    if (req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + own_freed[r]) return false;
+  }
+  return true;
+}
+
+// A search's trial step: releases victim ci's usage (without re-keying the borrower sets)
+// and records it. The versions of the teams the search touches are kept so that a failed
+// search restores them: their usage is then as before, and streams keyed on the old
+// version need no re-keying.
+inline void Engine::Impl::TakeVictim(uint32_t ci, PreemptionReason why) {
+  const Wl& c = wls[ci];
+  std::vector<std::pair<uint32_t, uint64_t>>& versions = scratch_versions_;
+  if (std::none_of(versions.begin(), versions.end(),
+                   [&](const auto& v) { return v.first == c.team; }))
+    versions.emplace_back(c.team, teams[c.team].version);
+  TrialUsage(c.team, c.flavor, ReqOf(c), -1);
+  scratch_chosen_.push_back(ci);
+  scratch_reasons_.push_back(why);
+}
+
+// Puts back every victim a failed search took, and the teams' versions.
+inline void Engine::Impl::UndoVictims() {
+  for (uint32_t ci : scratch_chosen_)
+    TrialUsage(wls[ci].team, wls[ci].flavor, ReqOf(wls[ci]), +1);
+  for (const auto& [ui, v] : scratch_versions_) teams[ui].version = v;
+}
+
+// FairShare Disabled: every candidate (own lower-priority ones in scratch_same_, then the
+// target teams' in scratch_other_teams_) in CandidatesOrdering, greedily until wi fits.
+inline bool Engine::Impl::ClassicSearch(uint32_t wi) {
+  const Wl& w = wls[wi];
+  const Team& t = teams[w.team];
+  const uint16_t f = w.flavor;
+  std::vector<Cand>& cands = scratch_cands_;
+  cands.assign(scratch_same_.begin(), scratch_same_.end());
+  for (uint32_t ui : scratch_other_teams_)
+    AppendCands(ui, f, false, cands, [](const AdmittedKey&) { return true; });
+  // A heap whose top is the first in CandidatesOrdering (few are usually taken).
+  std::make_heap(cands.begin(), cands.end(), CandAfter);
+  for (auto end = cands.end(); end != cands.begin(); --end) {
+    std::pop_heap(cands.begin(), end, CandAfter);
+    const Cand& c = *(end - 1);
+    if (!c.own && !BorrowingOn(teams[c.team], f, ReqOf(w))) continue;
+    TakeVictim(c.wi, c.own ? PreemptionReason::kInClusterQueue : PreemptionReason::kReclaim);
+    if (Fits(t, f, ReqOf(w))) return true;
+  }
+  return false;
+}
+
+// Fill back: re-admits (on trial) every victim but the last whose eviction turned out
+// unnecessary; scratch_keep_ marks the victims kept.
+inline void Engine::Impl::FillBack(uint32_t wi) {
+  const Wl& w = wls[wi];
+  const Team& t = teams[w.team];
+  const std::vector<uint32_t>& chosen = scratch_chosen_;
+  std::vector<char>& keep = scratch_keep_;
+  keep.assign(chosen.size(), 1);
+  for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
+    const Wl& c = wls[chosen[i]];
+    TrialUsage(c.team, c.flavor, ReqOf(c), +1);
+    if (Fits(t, w.flavor, ReqOf(w))) {
+      keep[i] = 0;
+    } else {
+      TrialUsage(c.team, c.flavor, ReqOf(c), -1);
+    }
+  }
+}
+
+// Fair-sharing victims must still be justified in the final state: the preemptor's team,
+// after admission, below the victim's team with the victim back. Stricter than Kueue (whose
+// greedy search and fill-back can leave a pair that would evict each other back on the
+// next cycle); it rules that ping-pong out. When a victim fails the test, the kept victims
+// are put back and the teams' versions restored (nothing changed).
+inline bool Engine::Impl::FairVictimsJustified(uint32_t wi) {
+  const Wl& w = wls[wi];
+  const Team& t = teams[w.team];
+  const uint16_t f = w.flavor;
+  const std::vector<uint32_t>& chosen = scratch_chosen_;
+  const std::vector<char>& keep = scratch_keep_;
+  const std::vector<PreemptionReason>& reasons = scratch_reasons_;
+  Resources mine_delta = ReqOf(w);  // as in FairSearch: the request or all it frees
+  {
+    Resources freed{};
+    for (size_t i = 0; i < chosen.size(); ++i)
+      if (keep[i] && reasons[i] == PreemptionReason::kFairSharing)
+        for (int r = 0; r < kNumResources; ++r) freed[r] += ReqOf(wls[chosen[i]])[r];
+    for (int r = 0; r < kNumResources; ++r) mine_delta[r] = std::max(ReqOf(w)[r], freed[r]);
+  }
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (!keep[i] || reasons[i] != PreemptionReason::kFairSharing) continue;
+    const Wl& c = wls[chosen[i]];
+    TrialUsage(c.team, c.flavor, ReqOf(c), +1);
+    const bool ok = ShareOf(t, f, mine_delta) < ShareOf(teams[c.team], -1, Resources{});
+    TrialUsage(c.team, c.flavor, ReqOf(c), -1);
+    if (!ok) {
+      for (size_t k = 0; k < chosen.size(); ++k)
+        if (keep[k]) TrialUsage(wls[chosen[k]].team, f, ReqOf(wls[chosen[k]]), +1);
+      for (const auto& [ui, v] : scratch_versions_) teams[ui].version = v;
+      return false;
+    }
+  }
+  return true;
+}
+
+// Commits the kept victims: their trial release is undone and redone through Evict, so that
+// queues, counters and the borrower sets follow.
+inline void Engine::Impl::EvictChosen(std::vector<Victim>& out) {
+  for (size_t i = 0; i < scratch_chosen_.size(); ++i) {
+    if (!scratch_keep_[i]) continue;
+    const uint32_t ci = scratch_chosen_[i];
+    const Wl& c = wls[ci];
+    TrialUsage(c.team, c.flavor, ReqOf(c), +1);
+    Evict(ci);
+    out.push_back({ci, scratch_reasons_[i]});
+  }
+}
+
+}  // namespace hf::governance
+
+// ---- cycle (its own file in a following commit) ----
+
+// A cycle: rounds, each making streams of the queues an event touched and deciding their
+// heads in two passes ordered across teams, and the admission filter that leaves classes
+// and whole queues out of a scan (MayAdmit, BlockedNeed). docs/governance.md "A cycle".
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <utility>
+
+#include "governance/engine_impl.h"
+
+namespace hf::governance {
+namespace {
+
+// A cycle runs rounds until one evicts nothing (at most kMaxRounds; victims are not
+// re-admitted within the cycle, so each round with evictions admits a new preemptor):
+// quota freed beyond a preemptor's need is offered again at once, so a job that fits its
+// team's unused nominal quota never waits for the next cycle. Victims of this cycle are
+// not reconsidered before the next one (no ping-pong within a cycle).
+constexpr int kMaxRounds = 64;
+
+}  // namespace
+
+CycleResult Engine::Impl::RunCycle(int64_t /*now_ms*/) {
+  ++cycle;
+  cycle_first_seq = admit_seq;
+  CycleResult res;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    const int64_t before = evictions;
+    Round(res);
+    if (evictions == before) break;
+  }
+  // This cycle's victims wait for the next cycle: make sure it scans their queues.
+  for (uint16_t f : evicted_flavors) ++flavors[f].gen;
+  evicted_flavors.clear();
+  for (uint16_t f : round_victim_flavors) flavors[f].victims_this_round = false;
+  round_victim_flavors.clear();
+  round_victim_tfs.clear();
+  CompactBuckets();
+  return res;
+}
+
+// Drops empty buckets now that no stream holds them (their shapes may never recur).
+inline void Engine::Impl::CompactBuckets() {
+  for (auto [ti, f] : compact_tfs) {
+    teams[ti].tf[f].needs_compact = false;
+    TeamFlavor& x = teams[ti].tf[f];
+    size_t keep = 0;
+    for (size_t i = 0; i < x.buckets.size(); ++i) {
+      if (x.info[i].size == 0) continue;
+      if (keep != i) {
+        x.buckets[keep] = std::move(x.buckets[i]);
+        x.info[keep] = x.info[i];
+      }
+      x.buckets[keep]->slot = static_cast<uint32_t>(keep);
+      ++keep;
+    }
+    x.buckets.resize(keep);
+    x.info.resize(keep);
+  }
+  compact_tfs.clear();
+}
+
+inline void Engine::Impl::Round(CycleResult& res) {
+  ++round_seq;
+  in_round = true;
+  nstreams = 0;
+  MakeStreams();
+  for (int pass = 1; pass <= 2; ++pass) RunPass(pass, res);
+  in_round = false;
+}
+
+// Makes the round's streams: the queues that events since the last round may have made
+// admissible.
+inline void Engine::Impl::MakeStreams() {
+  // After a round with evictions, the queues of the types they were on are scanned only
+  // for jobs that fit what is available now: quota the victims freed beyond their
+  // preemptors' needs is used in the same cycle. Preemptions that this cycle's changes
+  // made possible (a team that now borrows more, a lower or higher fair share) wait for
+  // the next cycle, which reads the state anew, as Kueue's per-cycle snapshot does.
+  for (auto [ti, f] : round_victim_tfs) AddStream(ti, f, Scan::kLaterVictim);
+  round_victim_tfs.clear();
+  for (uint16_t f : round_victim_flavors) {
+    flavors[f].victims_this_round = false;
+    if (!FreeMayFit(f)) continue;
+    const std::vector<uint32_t>& q = flavors[f].queued;
+    for (size_t i = 0; i < q.size(); ++i) {
+      PrefetchQueued(q, i, f);
+      TeamFlavor& x = teams[q[i]].tf[f];
+      if (x.npending == 0 || x.victim_round == round_seq - 1) continue;
+      AddStream(q[i], f, Scan::kLater);
+    }
+  }
+  round_victim_flavors.clear();
+  // Queues of a type whose quota was released (or whose configuration changed) are
+  // scanned whole when they pass MayAdmit; other queues only for their fresh buckets.
+  for (size_t f = 0; f < flavors.size(); ++f) {
+    Flavor& fl = flavors[f];
+    if (fl.scanned_gen == fl.gen) continue;
+    fl.scanned_gen = fl.gen;
+    std::vector<uint32_t>& q = fl.queued;
+    size_t keep = 0;
+    for (size_t i = 0; i < q.size(); ++i) {
+      PrefetchQueued(q, i, static_cast<uint16_t>(f));
+      const uint32_t ti = q[i];
+      TeamFlavor& x = teams[ti].tf[f];
+      if (x.npending == 0) {
+        x.listed = false;
+        continue;
+      }
+      q[keep++] = ti;
+      AddStream(ti, static_cast<uint16_t>(f), x.force ? Scan::kAll : Scan::kWhole);
+      x.force = false;
+    }
+    q.resize(keep);
+  }
+  for (auto [ti, f] : fresh_tfs) {
+    TeamFlavor& x = teams[ti].tf[f];
+    x.has_fresh = false;
+    AddStream(ti, f, x.force ? Scan::kAll : Scan::kFresh);
+    x.force = false;
+    for (BucketInfo& b : x.info) b.fresh = false;
+  }
+  fresh_tfs.clear();
+}
+
+// One pass of a round over every stream, heads decided in the order across teams (fair
+// share or priority, then submission). Pass 1 decides jobs that stay within nominal, pass 2
+// (the classes deferred in pass 1) jobs that borrow.
+inline void Engine::Impl::RunPass(int pass, CycleResult& res) {
+  if (pass == 2) {
+    for (size_t si = 0; si < nstreams; ++si) {
+      Stream& s = streams[si];
+      s.cur.clear();
+      const TeamFlavor& x = teams[s.team].tf[s.flavor];
+      for (const DeferredClass& d : s.deferred) s.cur.push_back(MakeCursor(x, d.slot));
+      s.has_fail = false;
+    }
+  }
+  std::priority_queue<HeapEntry> heap;
+  auto push = [&](uint32_t si) {
+    Stream& s = streams[si];
+    if (!Advance(s)) return;
+    const Cursor& c = s.cur[s.next];
+    const Team& t = teams[s.team];
+    if (policy.fair_share && (s.share_version != t.version || s.share_shape != c.shape)) {
+      s.share = ShareOf(t, s.flavor, shapes[c.shape]);
+      s.share_version = t.version;
+      s.share_shape = c.shape;
+    }
+    heap.push({policy.fair_share ? s.share : Share{}, -c.prio, c.ts, c.id, si, t.version});
+  };
+  for (uint32_t si = 0; si < nstreams; ++si) push(si);
+  while (!heap.empty()) {
+    HeapEntry e = heap.top();
+    heap.pop();
+    Stream& s = streams[e.stream];
+    Team& t = teams[s.team];
+    if (policy.fair_share && e.version != t.version) {
+      push(e.stream);  // the team's share changed: re-key
+      continue;
+    }
+    // s.next still holds: only this stream removes from its buckets, and what others
+    // insert (this cycle's victims) is skipped anyway.
+    Decide(s, pass, res);
+    push(e.stream);
+  }
+}
+
+// Decides the head of the stream's cursor s.next: admits it (the cursor moves on), or
+// closes its bucket for this pass (never fits, deferred to the borrowing pass, or no
+// admission possible).
+inline void Engine::Impl::Decide(Stream& s, int pass, CycleResult& res) {
+  // Reads the cursor's copy of the head's keys: the bucket and the workload are touched
+  // only to admit, to search victims, or to classify the class as never fitting.
+  Cursor& c = s.cur[s.next];
+  Team& t = teams[s.team];
+  const uint16_t f = s.flavor;
+  TeamFlavor& x = t.tf[f];
+  const Resources& req = shapes[c.shape];
+  const uint32_t slot = c.slot;  // x.info may grow while victims are queued: index anew
+  auto close = [&] { c.done = true; };
+  auto admit = [&] {
+    Materialize(c);
+    const uint32_t wi = *c.it;
+    ++c.it;
+    Admit(wi, *c.b);
+    Seek(c);
+  };
+  ++res.considered;
+  if (!t.active) {
+    x.info[slot].skip = Skip::kInactive;
+    for (Cursor& k : s.cur) k.done = true;
+    return;
+  }
+  if (NeverFits(t, f, req)) {
+    ClassifyNeverFit(s, res);
+    return;
+  }
+  const bool borrows = !WithinNominalAfter(t, f, req);
+  // Entries that need to borrow wait for the second pass: non-borrowing entries of every
+  // team go first (Kueue's classical ordering and FairSharingPrioritizeNonBorrowing).
+  if (pass == 1 && borrows) {
+    s.deferred.push_back({c.b, slot});
+    close();
+    return;
+  }
+  const uint64_t id = c.id;
+  if (Fits(t, f, req)) {
+    admit();
+    if (borrows) ++borrow_epoch;
+    res.admitted.push_back({id, borrows, {}});
+    x.info[slot].skip = Skip::kNone;
+    return;
+  }
+  if (FailDominated(s, c.prio, req)) {
+    x.info[slot].skip = Skip::kNoCandidates;
+    close();
+    return;
+  }
+  // The stream was made on the state at the round's start; since then other admissions
+  // may have taken what the class could use. MayAdmit is sound, so when it fails now the
+  // search below would fail too: skip it (same outcome, as a failed search).
+  bool may = true;
+  {
+    Resources avail;
+    for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
+    may = MayAdmit(s.team, f, c.prio, req, avail,
+                   policy.fair_share ? MaxOtherBorrowerShare(f, s.team) : std::nullopt);
+  }
+  std::vector<Victim> victims;
+  if (may) Materialize(c);
+  if (may && TryPreempt(*c.it, victims)) {
+    admit();
+    const bool bo = BorrowingOn(t, f, req);
+    if (bo) ++borrow_epoch;
+    Admission a{id, bo, {}};
+    for (const Victim& v : victims) a.victims.push_back({wls[v.wi].id, id, v.reason});
+    res.admitted.push_back(std::move(a));
+    t.tf[f].info[slot].skip = Skip::kNone;
+    return;
+  }
+  s.has_fail = true;
+  s.fail_prio = c.prio;
+  s.fail_req = req;
+  s.fail_epoch = borrow_epoch;
+  x.info[slot].skip = borrows ? Skip::kNeedsBorrow : Skip::kNoQuota;
+  close();
+}
+
+// The head's whole class never fits (same request, same team and type): its workloads,
+// but this cycle's victims, move to the team's never-fit list and the bucket closes.
+inline void Engine::Impl::ClassifyNeverFit(Stream& s, CycleResult& res) {
+  Cursor& c = s.cur[s.next];
+  const uint16_t f = s.flavor;
+  TeamFlavor& x = teams[s.team].tf[f];
+  const uint32_t slot = c.slot;
+  Bucket& b = *c.b;
+  Materialize(c);
+  for (auto it = c.it; it != b.q.end();) {
+    const uint32_t vi = *it;
+    Wl& v = wls[vi];
+    if (v.evicted_cycle == cycle) {
+      ++it;
+      continue;
+    }
+    it = b.q.erase(it);
+    --x.info[slot].size;
+    --x.npending;
+    v.state = WlState::kNeverFit;
+    v.pos = static_cast<uint32_t>(x.never_fit.size());
+    x.never_fit.push_back(vi);
+    res.never_fits.push_back(v.id);
+  }
+  if (b.q.empty()) {
+    BucketEmptied(s.team, f);
+  } else {
+    x.summary_dirty = true;
+    SetHead(x.info[slot], wls[*b.q.begin()]);
+  }
+  c.done = true;
+}
+
+// Whether the stream's last failed search (its priority and request, no borrowing
+// admission since) dominates a head of priority `prio` and request `req`: that search would
+// fail too.
+inline bool Engine::Impl::FailDominated(const Stream& s, int32_t prio, const Resources& req) const {
+  if (!s.has_fail || s.fail_epoch != borrow_epoch || prio > s.fail_prio) return false;
+  for (int r = 0; r < kNumResources; ++r)
+    if (req[r] < s.fail_req[r]) return false;
+  return true;
+}
+
+// Makes a stream of team ti's queue on f from the classes `scan` selects. A queue whose
+// smallest request and highest priority pass no test has no class that does, and is
+// skipped without looking at its classes.
+inline void Engine::Impl::AddStream(uint32_t ti, uint16_t f, Scan scan) {
+  const bool fresh_only = scan == Scan::kFresh;
+  const bool all = scan == Scan::kAll;
+  const bool fit_only = scan == Scan::kLater || scan == Scan::kLaterVictim;
+  const bool victim = scan == Scan::kLaterVictim;
+  Team& t = teams[ti];
+  TeamFlavor& x = t.tf[f];
+  if (x.stream_round == round_seq || x.npending == 0) return;
+  if (!t.active && !all) return;
+  Resources avail;
+  for (int r = 0; r < kNumResources; ++r) avail[r] = Available(t, f, r);
+  if (fit_only) {
+    RefreshSummary(x);
+    if (!MayAdmitLater(x, x.min_req, avail, victim)) return;
+  }
+  const std::optional<Share> other =
+      policy.fair_share && !fit_only ? MaxOtherBorrowerShare(f, ti) : std::nullopt;
+  if (!all && !fresh_only && !fit_only) {
+    if (x.skip_valid && x.skip_version == t.version &&
+        (!x.skip_by_share || !other || *other < x.skip_floor)) {
+      const Flavor& fl = flavors[f];
+      for (int r = 0; r < kNumResources; ++r)
+        if (fl.subtree[r] - fl.usage[r] < x.skip_need[r]) return;
+    }
+    RefreshSummary(x);
+    if (!MayAdmit(ti, f, x.max_prio, x.min_req, avail, other)) {
+      x.skip_valid = BlockedNeed(ti, f, other, x.skip_need, x.skip_floor, x.skip_by_share);
+      x.skip_version = t.version;
+      return;
+    }
+    x.skip_valid = false;
+  }
+  if (nstreams == streams.size()) streams.emplace_back();
+  Stream& s = streams[nstreams];
+  s.team = ti;
+  s.flavor = f;
+  s.cur.clear();
+  s.deferred.clear();
+  s.has_fail = false;
+  s.share_version = std::numeric_limits<uint64_t>::max();
+  LowerMemo memo;
+  for (size_t i = 0; i < x.info.size(); ++i) {
+    const BucketInfo& b = x.info[i];
+    if (b.size == 0 || (fresh_only && !b.fresh)) continue;
+    if (fit_only ? !MayAdmitLater(x, shapes[b.shape], avail, victim)
+                 : !all && !MayAdmit(ti, f, b.prio, shapes[b.shape], avail, other, &memo) &&
+                       !NeverFits(t, f, shapes[b.shape]))
+      continue;
+    Bucket* bucket = x.buckets[i].get();
+    // A class whose head would borrow waits for the borrowing pass (Decide); whether it
+    // borrows is read when the stream is made (Kueue too reads it from the cycle's
+    // snapshot).
+    if (t.active && !WithinNominalAfter(t, f, shapes[b.shape]) &&
+        !NeverFits(t, f, shapes[b.shape])) {
+      s.deferred.push_back({bucket, static_cast<uint32_t>(i)});
+      continue;
+    }
+    s.cur.push_back(MakeCursor(x, static_cast<uint32_t>(i)));
+  }
+  if (s.cur.empty() && s.deferred.empty()) return;
+  x.stream_round = round_seq;
+  ++nstreams;
+}
+
+// The walks of a type's queued teams are bound by memory latency at tier M (a team's
+// Team, then its TeamFlavor, each a miss): while at entry i, fetch the Team of the entry
+// 8 ahead and the TeamFlavor of the entry 4 ahead (whose Team arrived meanwhile).
+inline void Engine::Impl::PrefetchQueued(const std::vector<uint32_t>& q, size_t i,
+                                  uint16_t f) const {
+  constexpr size_t kFar = 8, kNear = 4;
+  if (i + kFar < q.size()) {
+    const Team& t = teams[q[i + kFar]];
+    __builtin_prefetch(&t.tf);
+    __builtin_prefetch(&t.version);
+  }
+  if (i + kNear < q.size()) {
+    const TeamFlavor* x = teams[q[i + kNear]].tf.data() + f;
+    __builtin_prefetch(x);
+    __builtin_prefetch(reinterpret_cast<const char*>(x) + 64);
+    __builtin_prefetch(reinterpret_cast<const char*>(x) + 128);
+  }
+}
+
+// Whether a team other than a DontLend one could fit a job of f into what the cohort has
+// free: every job requests at least min_req_seen (the smallest request ever queued on f).
+inline bool Engine::Impl::FreeMayFit(uint16_t f) const {
+  const Flavor& fl = flavors[f];
+  if (fl.any_local) return true;
+  for (int r = 0; r < kNumResources; ++r)
+    if (fl.min_req_seen[r] > 0 && fl.subtree[r] - fl.usage[r] < fl.min_req_seen[r])
+      return false;
+  return true;
+}
+
+// Moves cursor c to the first workload at or after its position that is not one of this
+// cycle's victims (they wait for the next cycle) and copies its keys. A head stays valid
+// until its own stream moves it: only the stream removes from its buckets, and victims
+// re-queued behind a head are skipped when the cursor reaches them.
+inline void Engine::Impl::Seek(Cursor& c) {
+  while (c.it != c.b->q.end() && wls[*c.it].evicted_cycle == cycle) ++c.it;
+  if (c.it == c.b->q.end()) {
+    c.done = true;
+    return;
+  }
+  const Wl& w = wls[*c.it];
+  c.ts = w.ts;
+  c.id = w.id;
+}
+
+// A cursor on the class in `slot` of team-flavor x, at its first workload that is not one
+// of this cycle's victims. Lazy unless the head is such a victim (rare: then the queue is
+// read at once).
+inline Engine::Impl::Cursor Engine::Impl::MakeCursor(const TeamFlavor& x, uint32_t slot) {
+  const BucketInfo& bi = x.info[slot];
+  Cursor c{x.buckets[slot].get(), {}, bi.head_ts, bi.head_id, bi.prio, bi.shape, slot};
+  if (bi.size == 0) {
+    c.done = true;
+  } else if (bi.head_evicted_cycle == cycle) {
+    Materialize(c);
+  }
+  return c;
+}
+
+// Reads the cursor's queue: the head is then the first workload that is not one of this
+// cycle's victims, which is the one whose keys the cursor holds (victims queued since
+// are skipped).
+inline void Engine::Impl::Materialize(Cursor& c) {
+  if (c.materialized) return;
+  c.materialized = true;
+  c.it = c.b->q.begin();
+  Seek(c);
+}
+
+// Finds the stream's next workload in queue order; false when it has none left.
+inline bool Engine::Impl::Advance(Stream& s) {
+  s.next = -1;
+  const Cursor* best = nullptr;
+  for (size_t i = 0; i < s.cur.size(); ++i) {
+    const Cursor& c = s.cur[i];
+    if (c.done) {
+      // Drop it (the merge order does not depend on positions): a stream of many classes
+      // would otherwise step over its closed ones at every head.
+      s.cur[i] = s.cur.back();
+      s.cur.pop_back();
+      --i;
+      continue;
+    }
+    if (!best || c.prio > best->prio ||
+        (c.prio == best->prio && (c.ts < best->ts || (c.ts == best->ts && c.id < best->id)))) {
+      best = &c;
+      s.next = static_cast<int>(i);
+    }
+  }
+  return s.next >= 0;
+}
+
+// ---- the admission filter ----
+
+// Whether a workload of priority `prio` and request `req` of team ti could be admitted
+// now on f, with or without preemption, or be classified never-fit. Sound (false means
+// it cannot), cheap, and used to leave whole equivalence classes out of a scan:
+//  (a) it fits what is available;
+//  (b) it fits the team's unused nominal quota (lender reclaim may make room);
+//  (c) PreemptTeamTasks=LowerPriority and it fits what is available plus everything the
+//      team's lower-priority workloads use (available grows at most by what they free);
+//  (d) FairShare Enabled: another team borrowing on f has a share at least the team's
+//      share with the request (the bar for every fair-sharing target).
+// `avail` is Available(t, f, ·); `other` the largest share of another borrower on f.
+inline bool Engine::Impl::MayAdmit(uint32_t ti, uint16_t f, int32_t prio, const Resources& req,
+                            const Resources& avail, const std::optional<Share>& other,
+                            LowerMemo* memo) const {
+  const Team& t = teams[ti];
+  const TeamFlavor& x = t.tf[f];
+  bool fits = true, nominal = true;
+  for (int r = 0; r < kNumResources; ++r) {
+    if (req[r] <= 0) continue;
+    if (req[r] > avail[r]) fits = false;
+    if (x.usage[r] + req[r] > x.nominal[r]) nominal = false;
+  }
+  if (fits || nominal) return true;
+  // FairShare Disabled: a job may preempt only if its request fits its nominal quota
+  // (TryPreempt's gate).
+  if (!policy.fair_share)
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > x.nominal[r]) return false;
+  // Beyond unused nominal, available never exceeds nominal + borrow limit − usage, and
+  // only the team's own victims lower its usage: (c) and (d) need this cap.
+  Resources lower{};
+  const bool in_team =
+      t.preempt == PreemptTeamTasks::kLowerPriority && prio > MinAdmittedPrio(x);
+  if (in_team) {
+    if (memo && memo->prio == prio) {
+      lower = memo->lower;
+    } else {
+      lower = LowerUsage(x, prio);
+      if (memo) *memo = {prio, lower};
+    }
+  }
+  for (int r = 0; r < kNumResources; ++r)
+    if (req[r] > 0 && req[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
+      return false;
+  if (in_team) {
+    bool ok = true;
+    for (int r = 0; r < kNumResources; ++r)
+      if (req[r] > 0 && req[r] > avail[r] + lower[r]) ok = false;
+    if (ok) return true;
+  }
+  if (policy.fair_share && other) {
+    // A fair-sharing target needs a share at least the team's with the request, and a
+    // victim whose eviction keeps it at nominal (FairTargets).
+    const Share floor = ShareOf(t, f, req);
+    if (*other < floor) return false;
+    for (const ShareKey& k : flavors[f].borrowers) {
+      if (k.share < floor) break;
+      if (k.team == ti) continue;
+      const Team& u = teams[k.team];
+      if (BorrowingOn(u, f, req) && HasFairVictimSize(u, f, req)) return true;
+    }
+  }
+  return false;
+}
+
+// For a queue that just failed MayAdmit with its summary (smallest request, highest
+// priority): the free quota of the type (subtree − usage) it would need on each resource
+// to pass, as long as the team's own state does not change. Available is
+// local_avail + min(free, cap) with cap = lendable nominal − used + borrow limit, so the
+// fit and in-team tests need free ≥ request (− lower-priority usage) − local_avail.
+// Under fair sharing the fair-sharing test (MayAdmit (d)) also stays failed while no
+// other borrower's share reaches `floor`, the team's share with the smallest request
+// (*by_share set); false when it failed for another reason (no victim of a fitting size),
+// which other teams' usage may change.
+inline bool Engine::Impl::BlockedNeed(uint32_t ti, uint16_t f, const std::optional<Share>& other,
+                               Resources& need, Share& floor, bool& by_share) const {
+  by_share = false;
+  const Team& t = teams[ti];
+  const TeamFlavor& x = t.tf[f];
+  const Resources& m = x.min_req;
+  const bool in_team =
+      t.preempt == PreemptTeamTasks::kLowerPriority && x.max_prio > MinAdmittedPrio(x);
+  Resources lower{};
+  if (in_team) lower = LowerUsage(x, x.max_prio);
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  bool over_cap = false;
+  for (int r = 0; r < kNumResources; ++r)
+    if (m[r] > 0 && m[r] > x.nominal[r] + x.borrow_limit[r] - x.usage[r] + lower[r])
+      over_cap = true;
+  if (over_cap) {  // only the team's own usage or configuration can change that
+    need.fill(kNever);
+    return true;
+  }
+  if (policy.fair_share) {
+    floor = ShareOf(t, f, m);
+    if (other && !(*other < floor)) return false;
+    by_share = true;
+  }
+  for (int r = 0; r < kNumResources; ++r) {
+    need[r] = std::numeric_limits<int64_t>::min();
+    if (m[r] <= 0) continue;
+    const int64_t local_avail = Sat0(x.local[r] - x.usage[r]);
+    const int64_t cap = (x.nominal[r] - x.local[r]) - Sat0(x.usage[r] - x.local[r]) +
+                        x.borrow_limit[r];
+    const int64_t target = m[r] - lower[r] - local_avail;
+    need[r] = cap < target ? kNever : target;
+  }
+  return true;
+}
+
+// Usage of the team's admitted workloads of f with priority below `prio`.
+inline Resources Engine::Impl::LowerUsage(const TeamFlavor& x, int32_t prio) const {
+  Resources out{};
+  for (int slot = 0; slot < kClassSlots; ++slot) {
+    if (x.admitted_by_class[slot] == 0) continue;
+    if ((slot == 10 ? 0 : class_weight[slot]) >= prio) continue;
+    for (int r = 0; r < kNumResources; ++r) out[r] += x.admitted_usage_by_class[slot][r];
+  }
+  return out;
+}
+
+}  // namespace hf::governance
+
+// ---- explain (its own file in a following commit) ----
+
+// Why a workload is (not) admitted: Engine::Explain's figures and verdict, and their
+// rendering for `hyperfleet jobs why` (docs/governance.md "Why pending").
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "governance/engine_impl.h"
+
+namespace hf::governance {
+
+namespace {
+// One resource amount in the unit people read: vCPU and GiB rather than milli and MiB.
+std::string Human(int r, int64_t v) {
+  switch (r) {
+    case kVCpuMilli: return absl::StrCat(v / 1000.0);
+    case kMemoryMiB: return absl::StrCat(v / 1024.0, " GiB");
+    default: return absl::StrCat(v);
+  }
+}
+
+// What the request needs beyond what can be admitted now, per resource ("vcpu needs 8000
+// but 4000 can be admitted now, ..."); empty when it fits.
+std::string NeedText(const WhyPending& why) {
+  std::string out;
+  for (int r = 0; r < kNumResources; ++r) {
+    const auto& v = why.resources[r];
+    if (v.request > v.available)
+      absl::StrAppend(&out, out.empty() ? "" : ", ", std::string(ResourceName(r)), " needs ",
+                      v.request, " but ", v.available, " can be admitted now");
+  }
+  return out;
+}
+}  // namespace
+
+std::string RenderWhyPending(const WhyPending& w) {
+  std::string out = absl::StrCat("job ", w.id, " (team ", w.team, ", ", w.instance_type,
+                                 ", priority ", w.priority_class.empty() ? "none" : w.priority_class,
+                                 " = ", w.priority, "): ", std::string(VerdictName(w.verdict)),
+                                 "\n  why: ", w.reason, "\n");
+  absl::StrAppend(&out, "  resource       request    nominal      usage  borrow-limit  "
+                        "borrowable  idle-in-cohort  available  max-ever\n");
+  for (int r = 0; r < kNumResources; ++r) {
+    const ResourceQuotaView& v = w.resources[r];
+    if (v.request == 0 && v.nominal == 0) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-12s %9s  %9s  %9s  %12s  %10s  %14s  %9s  %8s\n",
+                  std::string(ResourceName(r)).c_str(), Human(r, v.request).c_str(),
+                  Human(r, v.nominal).c_str(), Human(r, v.usage).c_str(),
+                  Human(r, v.borrow_limit).c_str(), Human(r, v.borrowable).c_str(),
+                  Human(r, v.idle_in_cohort).c_str(), Human(r, v.available).c_str(),
+                  Human(r, v.potential).c_str());
+    absl::StrAppend(&out, line);
+  }
+  if (w.verdict != Verdict::kAdmitted) {
+    absl::StrAppend(&out, "  jobs of the team ahead of it: ", w.jobs_ahead);
+    if (!w.first_ahead.empty()) {
+      absl::StrAppend(&out, " (");
+      for (size_t i = 0; i < w.first_ahead.size(); ++i)
+        absl::StrAppend(&out, i ? ", " : "", w.first_ahead[i]);
+      absl::StrAppend(&out, w.jobs_ahead > static_cast<int64_t>(w.first_ahead.size()) ? ", ...)" : ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+WhyPending Engine::Impl::Explain(uint32_t wi) const {
+  const Wl& w = wls[wi];
+  WhyPending why;
+  why.id = w.id;
+  why.team = teams[w.team].name;
+  why.instance_type = flavors[w.flavor].cap.name;
+  why.priority = w.prio;
+  if (w.cls != kNoClass) {
+    for (const auto& pc : policy.priority_classes)
+      if (class_index.at(pc.name) == w.cls) why.priority_class = pc.name;
+  }
+  ExplainQuota(w, why);
+  if (w.state == WlState::kPending) ExplainJobsAhead(w, why);
+  ExplainVerdict(w, why);
+  return why;
+}
+
+// The quota arithmetic of w's team and type, per resource.
+void Engine::Impl::ExplainQuota(const Wl& w, WhyPending& why) const {
+  const Team& t = teams[w.team];
+  const uint16_t f = w.flavor;
+  const TeamFlavor& x = t.tf[f];
+  const Flavor& fl = flavors[f];
+  for (int r = 0; r < kNumResources; ++r) {
+    ResourceQuotaView& v = why.resources[r];
+    v.request = ReqOf(w)[r];
+    v.nominal = x.nominal[r];
+    v.usage = x.usage[r];
+    v.borrow_limit = x.borrow_limit[r];
+    // Idle in the cohort excluding the team's own unused nominal: what others lend.
+    const int64_t own_unused =
+        Sat0((x.nominal[r] - x.local[r]) - Sat0(x.usage[r] - x.local[r]));
+    v.idle_in_cohort = Sat0(fl.subtree[r] - fl.usage[r] - own_unused);
+    const int64_t borrowed = Sat0(x.usage[r] - x.nominal[r]);
+    v.borrowable = std::min(Sat0(x.borrow_limit[r] - borrowed), v.idle_in_cohort);
+    v.available = Available(t, f, r);
+    v.potential = Potential(t, f, r);
+  }
+}
+
+// The team's pending jobs (of every type) ahead of pending workload w in queue order:
+// higher priority, then earlier submission, then id. Counts them and lists the first 10.
+void Engine::Impl::ExplainJobsAhead(const Wl& w, WhyPending& why) const {
+  auto ahead = [&](const Wl& o) {
+    if (o.prio != w.prio) return o.prio > w.prio;
+    if (o.ts != w.ts) return o.ts < w.ts;
+    return o.id < w.id;
+  };
+  std::vector<const Wl*> before;
+  for (const TeamFlavor& y : teams[w.team].tf)
+    for (const auto& b : y.buckets)
+      for (uint32_t k : b->q) {
+        const Wl& o = wls[k];
+        if (!ahead(o)) break;  // a bucket is in (ts, id) order with one priority
+        before.push_back(&o);
+      }
+  why.jobs_ahead = static_cast<int64_t>(before.size());
+  const size_t n = std::min<size_t>(10, before.size());
+  std::partial_sort(before.begin(), before.begin() + n, before.end(),
+                    [&](const Wl* a, const Wl* b) {
+                      if (a->prio != b->prio) return a->prio > b->prio;
+                      if (a->ts != b->ts) return a->ts < b->ts;
+                      return a->id < b->id;
+                    });
+  for (size_t i = 0; i < n; ++i) why.first_ahead.push_back(before[i]->id);
+  std::sort(why.first_ahead.begin(), why.first_ahead.end());
+}
+
+// The verdict and its sentence, from w's state and its class's last outcome (Skip); reads
+// the resources ExplainQuota filled.
+void Engine::Impl::ExplainVerdict(const Wl& w, WhyPending& why) const {
+  const Team& t = teams[w.team];
+  const TeamFlavor& x = t.tf[w.flavor];
+  switch (w.state) {
+    case WlState::kAdmitted:
+      why.verdict = Verdict::kAdmitted;
+      why.reason = "admitted";
+      break;
+    case WlState::kNeverFit:
+      why.verdict = Verdict::kNeverFits;
+      why.reason = x.has_quota
+                       ? "the request exceeds the most the team could ever be admitted "
+                         "(nominal + borrow limit, bounded by the cohort) on this "
+                         "instance type; it will not run unless the quota changes"
+                       : "the team has no quota for this instance type";
+      break;
+    case WlState::kPending:
+      if (!t.active) {
+        why.verdict = Verdict::kTeamInactive;
+        why.reason = t.exists ? "the team's compute quota is disabled (ActivationState)"
+                              : "the team's compute quota was deleted";
+      } else if (w.queued_cycle >= cycle) {
+        why.verdict = Verdict::kNotConsidered;
+        why.reason = "submitted after the last scheduling cycle";
+      } else {
+        why.verdict = Verdict::kWaiting;
+        const Bucket* b = FindBucket(x, w);
+        switch (b ? x.info[b->slot].skip : Skip::kNone) {
+          case Skip::kNeedsBorrow:
+            why.reason = absl::StrCat(
+                "it needs to borrow and the cohort has not enough idle quota to lend (",
+                NeedText(why), "); borrowers are not preempted for a borrowing job");
+            break;
+          case Skip::kNoQuota:
+          case Skip::kNoCandidates:
+            why.reason = absl::StrCat("not enough free quota (", NeedText(why),
+                                      ") and no workload may be preempted for it");
+            break;
+          default:
+            why.reason = "waiting for quota to be released";
+        }
+      }
+      break;
+    case WlState::kFree:
+      break;
+  }
+}
+
+}  // namespace hf::governance
+
+// ---- consistency (its own file in a following commit) ----
+
+// Engine::CheckConsistency: the engine's incremental indexes against a recomputation from
+// scratch (tests only: O(workloads + teams² × types)).
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "governance/engine_impl.h"
+
+namespace hf::governance {
+namespace {
+template <class... Parts>
+Status Bad(const Parts&... parts) {
+  return absl::InternalError(absl::StrCat(parts...));
+}
+}  // namespace
+
+Status Engine::CheckConsistency() const {
+  const Impl& m = *impl_;
+  Resources lendable{};
+  for (const Flavor& fl : m.flavors)
+    for (int r = 0; r < kNumResources; ++r) lendable[r] += fl.subtree[r];
+  if (lendable != m.lendable_.total) return Bad("lendable total is stale");
+  for (size_t f = 0; f < m.flavors.size(); ++f) HF_RETURN_IF_ERROR(m.CheckFlavor(f));
+  int64_t pending = 0, admitted = 0;
+  for (uint32_t ti = 0; ti < m.teams.size(); ++ti) {
+    const Team& t = m.teams[ti];
+    Resources borrowed{};
+    for (size_t f = 0; f < m.flavors.size(); ++f) {
+      HF_RETURN_IF_ERROR(m.CheckQueue(ti, f, pending));
+      HF_RETURN_IF_ERROR(m.CheckAdmitted(ti, f, admitted));
+      const TeamFlavor& x = t.tf[f];
+      for (int r = 0; r < kNumResources; ++r) borrowed[r] += Sat0(x.usage[r] - x.nominal[r]);
+    }
+    if (borrowed != t.borrowed) return Bad("team ", t.name, ": borrowed total is stale");
+    if (Share::Cmp(t.share, m.ShareOf(t, -1, Resources{})) != 0)
+      return Bad("team ", t.name, ": cached share is stale");
+  }
+  if (pending != m.pending_count) return Bad("pending count ", m.pending_count, " vs ", pending);
+  if (admitted != m.admitted_count)
+    return Bad("admitted count ", m.admitted_count, " vs ", admitted);
+  return absl::OkStatus();
+}
+
+// Flavor f's cohort usage, cached potentials, borrower flags, borrower set (members and
+// order) and the largest other share, against a brute-force recount.
+Status Engine::Impl::CheckFlavor(size_t f) const {
+  const Flavor& fl = flavors[f];
+  Resources cohort_usage{};
+  // Borrowers of f by brute force, in the order the set must have: share descending,
+  // then team index.
+  std::vector<std::pair<Share, uint32_t>> want;
+  for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+    const Team& t = teams[ti];
+    const TeamFlavor& x = t.tf[f];
+    for (int r = 0; r < kNumResources; ++r) cohort_usage[r] += Sat0(x.usage[r] - x.local[r]);
+    bool borrowing = false;
+    for (int r = 0; r < kNumResources; ++r) borrowing |= x.usage[r] > x.nominal[r];
+    if (borrowing) want.emplace_back(ShareOf(t, -1, Resources{}), ti);
+    if (borrowing != x.in_borrowers)
+      return Bad("team ", t.name, " on ", fl.cap.name, ": borrower flag is stale");
+    for (int r = 0; r < kNumResources; ++r)
+      if (x.potential[r] != Potential(t, static_cast<uint16_t>(f), r))
+        return Bad("team ", t.name, " on ", fl.cap.name, ": cached potential is stale");
+  }
+  if (cohort_usage != fl.usage) return Bad(fl.cap.name, ": cohort usage is stale");
+  std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+    const int c = Share::Cmp(a.first, b.first);
+    return c != 0 ? c > 0 : a.second < b.second;
+  });
+  if (want.size() != fl.borrowers.size())
+    return Bad(fl.cap.name, ": ", fl.borrowers.size(), " teams in the borrower set, ",
+               want.size(), " borrow");
+  size_t i = 0;
+  for (const ShareKey& k : fl.borrowers) {
+    if (k.team != want[i].second || Share::Cmp(k.share, want[i].first) != 0)
+      return Bad(fl.cap.name, ": borrower set position ", i, " holds team ", k.team,
+                 ", brute force says team ", want[i].second);
+    ++i;
+  }
+  // The largest other share, as the admission filter reads it.
+  for (uint32_t ti = 0; ti < teams.size(); ++ti) {
+    std::optional<Share> brute;
+    for (const auto& [sh, u] : want)
+      if (u != ti && (!brute || *brute < sh)) brute = sh;
+    const auto got = MaxOtherBorrowerShare(static_cast<uint16_t>(f), ti);
+    if (brute.has_value() != got.has_value() || (brute && Share::Cmp(*brute, *got) != 0))
+      return Bad(fl.cap.name, ": largest borrower share other than team ", ti, " is wrong");
+  }
+  return absl::OkStatus();
+}
+
+// Team ti's queue on f: buckets and their info, head keys, classes, the summary, the
+// pending count (added to `pending` with the never-fit ones) and the queue's listing.
+Status Engine::Impl::CheckQueue(uint32_t ti, size_t f, int64_t& pending) const {
+  const Team& t = teams[ti];
+  const TeamFlavor& x = t.tf[f];
+  const std::string where = absl::StrCat("team ", t.name, " on ", flavors[f].cap.name);
+  int64_t n = 0;
+  bool any = false;
+  Resources min_req{};
+  int32_t max_prio = 0;
+  if (x.info.size() != x.buckets.size()) return Bad(where, ": bucket info out of step");
+  if (x.min_admitted_prio != CountMinAdmittedPrio(x))
+    return Bad(where, ": lowest admitted priority is stale");
+  for (size_t a = 0; a < x.buckets.size(); ++a) {
+    const Bucket& b = *x.buckets[a];
+    const BucketInfo& bi = x.info[a];
+    if (!b.q.empty() && (bi.head_id != wls[*b.q.begin()].id ||
+                         bi.head_ts != wls[*b.q.begin()].ts ||
+                         bi.head_evicted_cycle != wls[*b.q.begin()].evicted_cycle))
+      return Bad(where, ": bucket head keys are stale");
+    if (b.slot != a || bi.size != b.q.size())
+      return Bad(where, ": bucket info differs from its bucket");
+    if (b.q.empty()) continue;
+    const int32_t prio = bi.cls == kNoClass ? 0 : class_weight[bi.cls];
+    if (bi.prio != prio) return Bad(where, ": bucket priority is stale");
+    for (size_t c = a + 1; c < x.buckets.size(); ++c)
+      if (x.info[c].size > 0 && x.info[c].cls == bi.cls && x.info[c].shape == bi.shape)
+        return Bad(where, ": two buckets for one class and request");
+    for (uint32_t wi : b.q) {
+      const Wl& w = wls[wi];
+      if (w.state != WlState::kPending || w.team != ti || w.flavor != f ||
+          w.cls != bi.cls || w.shape != bi.shape || w.prio != bi.prio)
+        return Bad(where, ": workload ", w.id, " is in the wrong bucket");
+      ++n;
+    }
+    const Resources& req = shapes[bi.shape];
+    if (!any) {
+      min_req = req;
+      max_prio = bi.prio;
+    }
+    for (int r = 0; r < kNumResources; ++r) min_req[r] = std::min(min_req[r], req[r]);
+    max_prio = std::max(max_prio, bi.prio);
+    any = true;
+  }
+  if (n != x.npending) return Bad(where, ": ", x.npending, " pending counted, ", n, " queued");
+  if (any && !x.summary_dirty && (min_req != x.min_req || max_prio != x.max_prio))
+    return Bad(where, ": queue summary is stale");
+  if (n > 0) {
+    const auto& q = flavors[f].queued;
+    if (!x.listed || std::find(q.begin(), q.end(), ti) == q.end())
+      return Bad(where, ": queue with pending workloads is not listed");
+  }
+  pending += n + static_cast<int64_t>(x.never_fit.size());
+  return absl::OkStatus();
+}
+
+// Team ti's admitted workloads on f: states, positions, keys, usage, per-class and
+// per-shape tallies (their number is added to `admitted`).
+Status Engine::Impl::CheckAdmitted(uint32_t ti, size_t f, int64_t& admitted) const {
+  const Team& t = teams[ti];
+  const TeamFlavor& x = t.tf[f];
+  const std::string where = absl::StrCat("team ", t.name, " on ", flavors[f].cap.name);
+  admitted += static_cast<int64_t>(x.admitted.size());
+  std::array<uint32_t, kClassSlots> by_class{};
+  std::array<Resources, kClassSlots> usage_by_class{};
+  std::vector<std::pair<uint32_t, uint32_t>> by_shape;
+  Resources usage{};
+  if (x.admitted_keys.size() != x.admitted.size())
+    return Bad(where, ": admitted keys out of step");
+  for (size_t k = 0; k < x.admitted.size(); ++k) {
+    const Wl& w = wls[x.admitted[k]];
+    if (w.state != WlState::kAdmitted || w.pos != k)
+      return Bad(where, ": admitted workload ", w.id, " has a stale state or position");
+    const AdmittedKey& key = x.admitted_keys[k];
+    if (key.admit_seq != w.admit_seq || key.prio != w.prio || key.shape != w.shape)
+      return Bad(where, ": admitted workload ", w.id, " has stale keys");
+    const int slot = ClassSlot(w.cls);
+    ++by_class[slot];
+    for (int r = 0; r < kNumResources; ++r) {
+      usage_by_class[slot][r] += shapes[w.shape][r];
+      usage[r] += shapes[w.shape][r];
+    }
+    auto it = std::find_if(by_shape.begin(), by_shape.end(),
+                           [&](const auto& e) { return e.first == w.shape; });
+    if (it == by_shape.end()) by_shape.push_back({w.shape, 1});
+    else ++it->second;
+  }
+  if (usage != x.usage) return Bad(where, ": usage differs from the admitted workloads");
+  if (by_class != x.admitted_by_class || usage_by_class != x.admitted_usage_by_class)
+    return Bad(where, ": per-class admitted counts are stale");
+  auto sorted = x.admitted_shapes;
+  std::sort(sorted.begin(), sorted.end());
+  std::sort(by_shape.begin(), by_shape.end());
+  if (sorted != by_shape) return Bad(where, ": admitted shapes are stale");
+  return absl::OkStatus();
 }
 
 }  // namespace hf::governance
