@@ -220,13 +220,32 @@ def dpkg_query(fields, packages):
     return r.stdout
 
 
+def resolve_in_root(path, root):
+    """`path` with its symbolic links followed as the tree at `root` sees them (an absolute
+    link such as /usr/bin/awk -> /etc/alternatives/awk stays inside the tree)."""
+    parts, seen = [p for p in path.split("/") if p], 0
+    done = ""
+    while parts and seen < 40:
+        head = parts.pop(0)
+        here = os.path.join(root, (done + "/" + head).lstrip("/"))
+        if os.path.islink(here):
+            seen += 1
+            target = os.readlink(here)
+            if target.startswith("/"):
+                done = ""
+            parts = [p for p in target.split("/") if p] + parts
+        elif head == "..":
+            done = done.rsplit("/", 1)[0]
+        elif head != ".":
+            done = done + "/" + head
+    return done or "/"
+
+
 def package_of(path, root="/"):
     """The package that owns `path` in the Debian tree at `root` (following symlinks and
     alternatives inside it), or None."""
     admin = ["--admindir", os.path.join(root, "var/lib/dpkg")]
-    real = os.path.realpath(os.path.join(root, path.lstrip("/")))
-    inside = "/" + os.path.relpath(real, root) if real.startswith(os.path.realpath(root)) else path
-    for candidate in (path, inside):
+    for candidate in (path, resolve_in_root(path, root)):
         r = subprocess.run(["dpkg", *admin, "-S", candidate], capture_output=True, text=True,
                            env={**os.environ, "LC_ALL": "C"})
         for line in r.stdout.splitlines():

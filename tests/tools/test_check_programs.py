@@ -63,6 +63,21 @@ class ShellWords(unittest.TestCase):
         self.assertTrue(all(node for _, node in found))  # src/agent/ runs in nodes
 
 
+class InsideATree(unittest.TestCase):
+    def test_absolute_links_stay_inside_the_tree(self):
+        root = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, root)
+        (root / "usr/bin").mkdir(parents=True)
+        (root / "etc/alternatives").mkdir(parents=True)
+        (root / "usr/bin/mawk").write_text("")
+        os.symlink("/etc/alternatives/awk", root / "usr/bin/awk")
+        os.symlink("/usr/bin/mawk", root / "etc/alternatives/awk")
+        os.symlink("usr/bin", root / "bin")  # merged /usr, relative
+        self.assertEqual(check_programs.resolve_in_root("/usr/bin/awk", str(root)), "/usr/bin/mawk")
+        self.assertEqual(check_programs.resolve_in_root("/bin/awk", str(root)), "/usr/bin/mawk")
+        self.assertEqual(check_programs.find_program("awk", str(root)), "/usr/bin/awk")
+
+
 @unittest.skipUnless(shutil.which("shfmt") and shutil.which("dpkg") and shutil.which("ip"),
                      "needs shfmt, dpkg and ip (iproute2)")
 class WholeRepo(unittest.TestCase):
