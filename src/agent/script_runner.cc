@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hf::agent {
@@ -152,7 +153,15 @@ ScriptOutcome RunScript(const ScriptSpec& spec, const Clock& clock,
   envp.push_back(nullptr);
 
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, spec.path.c_str(), &actions, &attr, argv.data(), envp.data());
+  int rc = 0;
+  // ETXTBSY: a child another thread spawns while the agent writes the bundle holds a copy of
+  // the write descriptor until its own exec (O_CLOEXEC closes it only then), so a script
+  // written a moment ago can be "busy" for a few milliseconds. Try again briefly.
+  for (int attempt = 1;; ++attempt) {
+    rc = posix_spawn(&pid, spec.path.c_str(), &actions, &attr, argv.data(), envp.data());
+    if (rc != ETXTBSY || attempt == 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
+  }
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(write_fd);  // our copy: EOF comes when every writer in the script is gone
