@@ -9,6 +9,7 @@ umask 022
 R=${1:?usage: ami-layer.sh ROOTFS}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LC_ALL=C
+unset LANG LANGUAGE
 in_root() {
   unshare --mount --propagation private -- /bin/sh -c '
     R=$1; shift
@@ -22,6 +23,7 @@ deb http://deb.debian.org/debian bookworm main
 deb http://deb.debian.org/debian bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 S
+chmod 644 "$R/etc/apt/sources.list"
 
 # User ubuntu (uid/gid 1000) with passwordless sudo, as on HyperPod's AMI.
 if ! in_root id -u ubuntu >/dev/null 2>&1; then
@@ -36,7 +38,7 @@ chmod 440 "$R/etc/sudoers.d/90-ubuntu"
 version=$(in_root dpkg-query -W -f='${Version}' slurmd)
 version=${version#*:}; version=${version%%-*}
 V=/opt/slurm-$version
-mkdir -p "$R$V/bin" "$R$V/sbin" "$R$V/etc/plugstack.conf.d"
+install -d -m 755 "$R$V" "$R$V/bin" "$R$V/sbin" "$R$V/etc" "$R$V/etc/plugstack.conf.d"
 ln -sfn "slurm-$version" "$R/opt/slurm"
 in_root dpkg -L slurm-client slurmd slurmctld slurmdbd | grep -E '^/usr/s?bin/[^/]+$' | sort -u |
   while read -r f; do
@@ -57,22 +59,28 @@ ln -sfn /opt/slurm/etc "$R/etc/slurm"
   printf 'include /opt/slurm/etc/plugstack.conf.d/*.conf\n' > "$R$V/etc/plugstack.conf"
 : > "$R$V/etc/accounting.conf"
 : > "$R$V/etc/gres.conf"
+chmod 644 "$R$V/etc/plugstack.conf" "$R$V/etc/accounting.conf" "$R$V/etc/gres.conf"
 install -m 644 "$HERE/slurm/cgroup.conf" "$HERE/slurm/slurmdbd.conf.template" "$R$V/etc/"
 printf 'export PATH=/opt/slurm/bin:/opt/slurm/sbin:$PATH\n' > "$R/etc/profile.d/slurm.sh"
+chmod 644 "$R/etc/profile.d/slurm.sh"
 in_root id -u slurm >/dev/null 2>&1 ||
   in_root useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin slurm
-mkdir -p "$R/var/spool/slurmd" "$R/var/spool/slurmctld" "$R/var/log/slurm"
+install -d -m 755 "$R/var/spool/slurmd" "$R/var/spool/slurmctld" "$R/var/log/slurm"
 in_root chown slurm:slurm /var/spool/slurmd /var/spool/slurmctld /var/log/slurm
 
 # HyperPod-style units (ours in /etc win over Debian's in /lib) and the node agent.
 install -m 644 "$HERE"/units/*.service "$R/etc/systemd/system/"
-mkdir -p "$R/opt/hyperfleet/bin" "$R/etc/hyperfleet" "$R/opt/sagemaker_cluster" "$R/opt/ml/config"
+install -d -m 755 "$R/opt/hyperfleet" "$R/opt/hyperfleet/bin" "$R/etc/hyperfleet" \
+  "$R/opt/sagemaker_cluster" "$R/opt/ml" "$R/opt/ml/config"
 # Mount point for the read-only bind of the host's binary.
 [ -e "$R/opt/hyperfleet/bin/hyperfleet" ] || install -m 755 /dev/null "$R/opt/hyperfleet/bin/hyperfleet"
 
-# At boot only munge (and the agent) run; lifecycle scripts enable Slurm and MariaDB.
+# The DLAMI's dlami-nvme.service (/opt/dlami/nvme: the instance store), which scripts wait for.
+install -m 644 "$HERE/ami/dlami-nvme.service" "$R/lib/systemd/system/"
+
+# At boot only munge, dlami-nvme (and the agent) run; lifecycle scripts enable Slurm and MariaDB.
 in_root systemctl disable slurmd.service slurmctld.service slurmdbd.service mariadb.service
-in_root systemctl enable munge.service hyperfleet-agent.service
+in_root systemctl enable munge.service dlami-nvme.service hyperfleet-agent.service
 # Units a node does not need that cost memory or can hang in a container.
 for unit in console-getty.service systemd-networkd-wait-online.service \
   e2scrub_all.timer e2scrub_all.service e2scrub_reap.service \
@@ -83,10 +91,12 @@ done
 
 # Identity is per node (the provider writes it into each node's upper layer).
 : > "$R/etc/machine-id"
+chmod 444 "$R/etc/machine-id"
 rm -f "$R/var/lib/dbus/machine-id"
 printf 'localhost\n' > "$R/etc/hostname"
 printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' > "$R/etc/hosts"
 : > "$R/etc/resolv.conf"
+chmod 644 "$R/etc/hostname" "$R/etc/hosts" "$R/etc/resolv.conf"
 # munge keeps the key its package generated, so it can start; the provider replaces it per cluster.
 test -s "$R/etc/munge/munge.key"
 echo "ami-layer: slurm $version"

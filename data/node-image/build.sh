@@ -6,11 +6,15 @@
 # usage: SUITE=bookworm MIRROR=http://deb.debian.org/debian bash build.sh ROOTFS
 # Runs as root on a Debian host with debootstrap. Lines "@@step NAME" mark progress.
 set -euo pipefail
+# What this creates must not depend on the caller's umask or locale (a umask 077 made
+# /opt/slurm-* unreadable to slurmctld): fixed here, and explicit modes below.
+umask 022
 R=${1:?usage: build.sh ROOTFS}
 SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
+unset LANG LANGUAGE
 
 # Runs a command in the rootfs with /proc and /dev, inside a private mount namespace, so no
 # mount outlives the command (a leaked bind of /dev would make deleting a failed tree unsafe).
@@ -34,6 +38,7 @@ deb $MIRROR $SUITE-updates main
 deb http://deb.debian.org/debian-security $SUITE-security main
 S
 printf 'APT::Keep-Downloaded-Packages "false";\n' > "$R/etc/apt/apt.conf.d/90hyperfleet-no-debs"
+chmod 644 "$R/etc/apt/sources.list" "$R/etc/apt/apt.conf.d/90hyperfleet-no-debs"
 mapfile -t packages < <(sed 's/#.*//' "$HERE/packages.txt" | tr -s ' \t' '\n' | sed '/^$/d')
 in_root apt-get update -q
 in_root apt-get install -y -q --no-install-recommends "${packages[@]}"

@@ -19,7 +19,7 @@ std::string ResolveDataDir(const std::string& flag) {
   return absl::StrCat(home && *home ? home : ".", "/.hyperfleet");
 }
 
-Status EnsureDirectory(const std::string& dir) {
+Status EnsureDirectory(const std::string& dir, unsigned mode) {
   if (dir.empty()) return absl::InvalidArgumentError("empty directory name");
   std::string path;
   size_t pos = 0;
@@ -27,7 +27,9 @@ Status EnsureDirectory(const std::string& dir) {
     pos = dir.find('/', pos + 1);
     path = dir.substr(0, pos);
     if (path.empty()) continue;
-    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (mkdir(path.c_str(), mode) == 0) {
+      chmod(path.c_str(), mode);  // the umask narrowed what mkdir made
+    } else if (errno != EEXIST) {
       return absl::InternalError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
     }
   }

@@ -10,8 +10,9 @@ namespace hf {
 /// /var/lib/hyperfleet for root, else ~/.hyperfleet.
 std::string ResolveDataDir(const std::string& flag);
 
-/// Creates `dir` and its parents (mode 0700 for the ones created). Errors: Internal naming
-/// the path and errno text.
-Status EnsureDirectory(const std::string& dir);
+/// Creates `dir` and its parents; the ones it creates get exactly `mode` (0700 by default),
+/// whatever the umask; existing ones are left as they are. Errors: Internal naming the path
+/// and errno text.
+Status EnsureDirectory(const std::string& dir, unsigned mode = 0700);
 
 }  // namespace hf

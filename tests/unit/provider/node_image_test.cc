@@ -16,6 +16,9 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/str_join.h"
+#include "provider/recipe_runner.h"
+
 namespace hf::provider {
 namespace {
 
@@ -196,6 +199,41 @@ TEST(NodeImageCache, PruneRemovesOnlyOtherKeys) {
   EXPECT_TRUE(fs::exists(root / "not-a-key"));
 }
 
+// The recipe runs under umask 022 and LC_ALL=C whatever its caller's: with the caller's
+// umask 077 the image's /opt/slurm-* came out 0700 and slurmctld could not read
+// job_submit.lua. (tests/e2e/e2e_image_modes.py checks a whole build under umask 077.)
+TEST(RecipeRunner, FixedUmaskLocaleAndDirectory) {
+  TempDir dir;
+  const std::string script = dir.path() + "/probe.sh";
+  std::ofstream(script) << "umask\necho \"LC_ALL=$LC_ALL LANG=${LANG-unset} PWD=$PWD\"\n"
+                           "mkdir \"$1/d\" && touch \"$1/f\" && stat -c '%a %n' \"$1/d\" \"$1/f\"\n"
+                           "echo \"@@step probed\"\n";
+  const mode_t old = ::umask(077);
+  const char* lang = std::getenv("LANG");
+  const std::string saved_lang = lang ? lang : "";
+  ::setenv("LANG", "de_DE.UTF-8", 1);
+  std::vector<std::string> lines;
+  auto run = internal::RunRecipeScript(script, {dir.path()}, {"EXTRA=1"}, dir.path() + "/log",
+                                       [&](std::string_view l) { lines.emplace_back(l); });
+  ::umask(old);
+  if (lang) ::setenv("LANG", saved_lang.c_str(), 1); else ::unsetenv("LANG");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_status, 0);
+  EXPECT_EQ(run->last_step, "probed");
+  EXPECT_THAT(lines, ::testing::ElementsAre("0022", "LC_ALL=C LANG=unset PWD=/",
+                                            "755 " + dir.path() + "/d", "644 " + dir.path() + "/f",
+                                            "@@step probed"));
+  EXPECT_EQ(ReadAll(dir.path() + "/log"), absl::StrJoin(lines, "\n") + "\n");
+}
+
+// The recipe scripts fix the umask themselves too, for a run by hand (their usage lines).
+TEST(NodeImageRecipe, ScriptsFixTheirUmask) {
+  for (const auto& [path, content] : NodeImageRecipe()) {
+    if (path != "build.sh" && path != "ami-layer.sh") continue;
+    EXPECT_THAT(content, HasSubstr("\numask 022\n")) << path;
+  }
+}
+
 // --- The built image (root only; skipped when the image is not built) -----------------------
 
 class BuiltImage : public ::testing::Test {
@@ -283,6 +321,12 @@ TEST_F(BuiltImage, UnitsAndWhatStartsAtBoot) {
 
   EXPECT_TRUE(Enabled("munge.service"));
   EXPECT_TRUE(Enabled("hyperfleet-agent.service"));
+  // The DLAMI's unit, where the DLAMI has it; active on every node (docs/nodes.md "Storage").
+  std::string nvme = ReadAll(In("/lib/systemd/system/dlami-nvme.service"));
+  EXPECT_THAT(nvme, HasSubstr("Type=oneshot"));
+  EXPECT_THAT(nvme, HasSubstr("RemainAfterExit=yes"));
+  EXPECT_TRUE(Enabled("dlami-nvme.service"));
+  EXPECT_FALSE(fs::exists(In("/opt/dlami/nvme"))) << "only nodes with an instance store have it";
   for (const char* u :
        {"slurmd.service", "slurmctld.service", "slurmdbd.service", "mariadb.service"}) {
     EXPECT_FALSE(Enabled(u)) << u;
