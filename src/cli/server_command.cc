@@ -243,7 +243,7 @@ Status RunServer(const ServerFlags& flags) {
         [](std::string_view type) -> std::optional<provider::InstanceCaps> {
       const auto* spec = model::InstanceCatalog::Embedded().find(type);
       if (!spec) return std::nullopt;
-      return provider::InstanceCaps{spec->vcpus, spec->memory_gib};
+      return provider::InstanceCaps{spec->vcpus, spec->memory_gib, spec->nvme_gb.value_or(0)};
     };
     local.apt_proxy_port = flags.node_apt_proxy_port;
     HF_ASSIGN_OR_RETURN(provider, provider::LocalProvider::Create(local));

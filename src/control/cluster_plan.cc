@@ -65,8 +65,11 @@ struct Work {
   }
 
   provider::InstanceSpec specFor(const model::Node& n) const {
-    return provider::InstanceSpec{n.instance_id, cluster.id, cluster.name, n.group,
-                                  n.instance_type, n.lifecycle, n.marks.requested_ip};
+    provider::InstanceSpec spec{n.instance_id, cluster.id, cluster.name, n.group,
+                                n.instance_type, n.lifecycle, n.marks.requested_ip};
+    spec.secondary_ebs_volume = provider::HasSecondaryEbsVolume(
+        n.spec_extras.value("InstanceStorageConfigs", json()));
+    return spec;
   }
 
   /// Adds a node to group `g`; `retry_of` names the failed instance it replaces

@@ -21,10 +21,12 @@
 
 namespace hf::provider {
 
-/// CPU and memory of an instance type, applied as cgroup limits (best effort).
+/// What a node takes from its instance type: CPU and memory, applied as cgroup limits (best
+/// effort), and local NVMe instance storage, mounted at /opt/dlami/nvme.
 struct InstanceCaps {
   int vcpus = 0;           ///< 0 = no CPU limit
   double memory_gib = 0;   ///< 0 = no memory limit
+  long nvme_gb = 0;        ///< local instance-store NVMe in GB; 0 = none
 };
 
 /// Interface and namespace names of the local provider (docs/nodes.md "Names"); each fits

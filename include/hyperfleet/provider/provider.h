@@ -25,7 +25,25 @@ struct InstanceSpec {
   std::string instance_type;  ///< e.g. "ml.c5.xlarge"
   nlohmann::json lifecycle;   ///< LifeCycleConfig (SourceS3Uri, OnCreate, ...), may be null
   std::string private_ip;     ///< requested address (node replacement); empty = allocate
+  /// InstanceStorageConfigs asks for a secondary EBS volume, which HyperPod mounts at
+  /// /opt/sagemaker (see HasSecondaryEbsVolume).
+  bool secondary_ebs_volume = false;
 };
+
+/// Whether an instance group's InstanceStorageConfigs (null, or the list the API accepted)
+/// holds an EbsVolumeConfig that is not the root volume's (RootVolume true resizes the root
+/// volume instead). Pure.
+inline bool HasSecondaryEbsVolume(const nlohmann::json& instance_storage_configs) {
+  if (!instance_storage_configs.is_array()) return false;
+  for (const auto& config : instance_storage_configs) {
+    if (!config.is_object() || !config.contains("EbsVolumeConfig")) continue;
+    const auto& ebs = config["EbsVolumeConfig"];
+    if (!ebs.is_object()) continue;
+    const auto root = ebs.find("RootVolume");
+    if (root == ebs.end() || !root->is_boolean() || !root->get<bool>()) return true;
+  }
+  return false;
+}
 
 /// Provider-side state of an instance.
 enum class InstanceState {

@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/paths.h"
+#include "provider/local/ami_facts.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
@@ -286,6 +287,7 @@ class LocalProvider::Impl {
       rec->spec.group = j.value("group", "");
       rec->spec.instance_type = j.value("instance_type", "");
       if (j.contains("lifecycle")) rec->spec.lifecycle = j["lifecycle"];
+      rec->spec.secondary_ebs_volume = j.value("secondary_ebs_volume", false);
       rec->ip = j.value("private_ip", "");
       rec->hostname = j.value("hostname", "");
       if (rec->spec.instance_id != entry.path().filename().string()) continue;
@@ -664,6 +666,16 @@ class LocalProvider::Impl {
 
   // ---- per node ----
 
+  // The node supervisor's bind mounts: storage volumes and, on a host with NVIDIA's driver,
+  // its modules (ami_facts.h).
+  std::vector<local::NodeBind> nodeBinds(const NodeRec& rec) const {
+    std::optional<InstanceCaps> caps;
+    if (options_.instance_caps) caps = options_.instance_caps(rec.spec.instance_type);
+    return local::NodeBinds(
+        local::StorageOf(caps ? caps->nvme_gb : 0, rec.spec.secondary_ebs_volume),
+        local::HostDriverFacts(), nodeDir(rec.spec.instance_id), local::HostKernelRelease());
+  }
+
   Status writeNodeJson(const NodeRec& rec, bool terminating) {
     const std::string dir = nodeDir(rec.spec.instance_id);
     InstanceCaps caps;
@@ -677,6 +689,8 @@ class LocalProvider::Impl {
         {"group", rec.spec.group},
         {"instance_type", rec.spec.instance_type},
         {"lifecycle", rec.spec.lifecycle},
+        {"secondary_ebs_volume", rec.spec.secondary_ebs_volume},
+        {"binds", local::BindsToJson(nodeBinds(rec))},
         {"private_ip", rec.ip},
         {"hostname", rec.hostname},
         {"fleet_id", fleet_id_},
@@ -856,12 +870,13 @@ class LocalProvider::Impl {
 
   Status writeIdentity(const NodeRec& rec, const NetInfo& net, bool reboot) {
     const std::string m = nodeDir(rec.spec.instance_id) + "/merged";
+    // 0755 as on HyperPod's AMI, whatever the server's umask (daemons read below them).
     for (const char* d : {"/etc/hyperfleet", "/opt/ml/config", "/opt/sagemaker_cluster", "/fsx",
                           "/opt/hyperfleet/bin"}) {
-      std::error_code ec;
-      fs::create_directories(m + d, ec);
-      if (ec) return absl::InternalError(absl::StrCat("cannot create ", m, d, ": ", ec.message()));
+      HF_RETURN_IF_ERROR(EnsureDirectory(m + d, 0755));
     }
+    HF_RETURN_IF_ERROR(local::WriteNodeAmiFacts(m, local::HostDriverFacts(),
+                                                local::HostKernelRelease(), nodeBinds(rec)));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hostname", rec.hostname + "\n"));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hosts", hostsFile(rec.spec.cluster_id)));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(
@@ -922,7 +937,7 @@ class LocalProvider::Impl {
       fs::remove(conf, ec);
       return absl::OkStatus();
     }
-    fs::create_directories(m + "/opt/hyperfleet/lib", ec);
+    HF_RETURN_IF_ERROR(EnsureDirectory(m + "/opt/hyperfleet/lib", 0755));  // users' srun loads it
     if (!fs::exists(m + kAutoResumePluginPath)) {
       HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + kAutoResumePluginPath, "", 0644));
     }

@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/provider/local_provider.h"
+#include "provider/local/ami_facts.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
@@ -120,6 +121,11 @@ pid_t StartNspawn(const nlohmann::json& node, const sigset_t& original_mask) {
   // The srun --auto-resume plugin comes from the host like the binary (docs/slurm.md).
   if (const std::string plugin = node.value("spank_plugin", ""); !plugin.empty()) {
     argv.push_back(absl::StrCat("--bind-ro=", plugin, ":", kAutoResumePluginPath));
+  }
+  // Storage volumes and the host's driver modules (ami_facts.h), mounted before the node's
+  // systemd starts, as HyperPod's are before lifecycle scripts run.
+  for (const local::NodeBind& b : local::BindsFromJson(node.value("binds", nlohmann::json()))) {
+    argv.push_back(absl::StrCat(b.read_only ? "--bind-ro=" : "--bind=", b.source, ":", b.target));
   }
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
