@@ -131,7 +131,9 @@ void Observe(Work& w) {
         continue;  // a replacement starts once its predecessor has released the address
       }
       if (n.status == is::kPending) {
-        w.plan.launches.push_back(w.specFor(n));  // launch (again): idempotent by id
+        // Launch (again): idempotent by id. Not for a cluster being deleted, which only
+        // terminates (the record goes once the provider confirms it has no such instance).
+        if (w.cluster.status != cs::kDeleting) w.plan.launches.push_back(w.specFor(n));
       } else if (n.status == is::kRunning && !w.snap.lifecycle_by_agent) {
         w.setStatus(i, is::kFailure, "The instance is no longer reported by its provider.");
         w.event("Instance", "Error",
