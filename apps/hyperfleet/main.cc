@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   srv->add_option("--io-threads", server.io_threads, "HTTP I/O threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  srv->add_option("--agent-listen", server.agent_listen,
+                  "Also serve the node agent endpoint on HOST:PORT (port 0 picks one), e.g. "
+                  "for tests that act as the agents of fake instances; default: only on the "
+                  "local provider's cluster bridges");
   srv->add_option("--fake-boot-delay-ms", server.fake_boot_delay_ms,
                   "fake provider: milliseconds from launch to Running")
       ->capture_default_str()

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
@@ -45,13 +46,16 @@
 namespace hf::cli {
 namespace {
 
-StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen) {
+/// HOST:PORT of flag `flag` (e.g. "--listen"); InvalidArgument naming the flag otherwise.
+StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen,
+                                                       const std::string& flag = "--listen") {
   auto colon = listen.rfind(':');
   uint32_t port = 0;
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(absl::string_view(listen).substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--listen must be HOST:PORT (e.g. 127.0.0.1:9080), got '", listen, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, " must be HOST:PORT (e.g. 127.0.0.1:",
+                                                   flag == "--listen" ? "9080" : "0",
+                                                   "), got '", listen, "'"));
   }
   return std::make_pair(listen.substr(0, colon), static_cast<uint16_t>(port));
 }
@@ -117,6 +121,10 @@ Status RunServer(const ServerFlags& flags) {
   // long-lived server with short bursts never reuses.
   mallopt(M_ARENA_MAX, 2);
   HF_ASSIGN_OR_RETURN(auto listen, ParseListen(flags.listen));
+  std::optional<std::pair<std::string, uint16_t>> agent_listen;
+  if (!flags.agent_listen.empty()) {
+    HF_ASSIGN_OR_RETURN(agent_listen, ParseListen(flags.agent_listen, "--agent-listen"));
+  }
   if (flags.provider != "fake" && flags.provider != "local") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--provider ", flags.provider, " is not available; providers: local, fake"));
@@ -315,6 +323,21 @@ Status RunServer(const ServerFlags& flags) {
   HF_ASSIGN_OR_RETURN(auto server, http::HttpServer::Start(http_options, [&](http::HttpRequest&& r) {
                         return handler.handle(std::move(r));
                       }));
+  // The agent endpoint also on an address of the caller's choice: tests act there as the
+  // agents of fake instances, with the same per-node tokens as on the cluster bridges.
+  std::unique_ptr<http::HttpServer> agent_server;
+  if (agent_listen) {
+    http::HttpServerOptions agent_http;
+    agent_http.host = agent_listen->first;
+    agent_http.port = agent_listen->second;
+    agent_http.io_threads = 1;
+    HF_ASSIGN_OR_RETURN(agent_server,
+                        http::HttpServer::Start(agent_http, [&agents](http::HttpRequest&& r) {
+                          return agents.handle(std::move(r));
+                        }));
+    std::printf("hyperfleet agent endpoint on http://%s:%u\n", agent_listen->first.c_str(),
+                agent_server->port());
+  }
   controller.start();
   std::printf("hyperfleet server listening on http://%s:%u (data dir %s, provider %s)\n",
               listen.first.c_str(), server->port(), data_dir.c_str(), flags.provider.c_str());
@@ -324,6 +347,7 @@ Status RunServer(const ServerFlags& flags) {
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: stopping", sig);
   server->stop();
+  if (agent_server) agent_server->stop();
   sessions.stop();
   controller.stop();
   return absl::OkStatus();

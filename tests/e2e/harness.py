@@ -48,6 +48,7 @@ class Server:
         self.proc = None
         self.endpoint = None
         self.port = 0
+        self.agent_endpoint = None  # with --agent-listen: where the agent endpoint is served
 
     def start(self, port=0):
         with open(os.path.join(self.data_dir, "server.log"), "ab") as log:
@@ -63,6 +64,8 @@ class Server:
             if not line:
                 raise AssertionError(f"server exited early (code {self.proc.poll()}); "
                                      f"see {self.data_dir}/server.log")
+            if "agent endpoint on http://" in line:
+                self.agent_endpoint = line.split(" on ", 1)[1].split()[0]
             if "listening on http://" in line:
                 url = line.split("listening on ", 1)[1].split()[0]
                 self.endpoint = url

@@ -33,6 +33,9 @@ struct ServerFlags {
   int unresponsive_after_seconds = 10;
   int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"
   uint16_t node_apt_proxy_port = 0;        ///< apt proxy on the bridge host address; 0: none
+  /// HOST:PORT where the node agent endpoint is also served (port 0 picks one; printed at
+  /// start); empty: only on the local provider's cluster bridges.
+  std::string agent_listen;
   // lifecycle bundles
   std::string s3_endpoint_url;             ///< S3-compatible endpoint; empty: <data-dir>/s3
 };
