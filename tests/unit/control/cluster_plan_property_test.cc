@@ -7,12 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <random>
 #include <set>
 #include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/control/cluster_plan.h"
 #include "plan_fixtures.h"
@@ -462,7 +462,9 @@ TEST(ClusterPlanProperty, InvariantsHoldForRandomSnapshots) {
   }
   for (const auto& [what, count] : seen) {
     std::cout << "  " << what << ": " << count << " of " << cases << "\n";
-    if (cases >= 1000) EXPECT_GT(count, 0) << what << " never occurred";
+    if (cases >= 1000) {
+      EXPECT_GT(count, 0) << what << " never occurred";
+    }
   }
 }
 
