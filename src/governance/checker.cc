@@ -1,6 +1,6 @@
-// The invariant checker. Deliberately written apart from engine.cc: its quota arithmetic
-// is the "lending" formulation of the same rules (what borrowers use ≤ what lenders leave
-// idle), not the engine's available()/potential() tree, so that a shared mistake is
+// The invariant checker. Deliberately written apart from the engine (engine_impl.h): its
+// quota arithmetic is the "lending" formulation of the same rules (what borrowers use ≤ what
+// lenders leave idle), not the engine's available()/potential() tree, so that a shared mistake is
 // unlikely. Its incremental tallies are its own, fed only by the events and decisions it is
 // told, and Recount() re-derives them from scratch.
 //

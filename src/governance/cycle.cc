@@ -503,7 +503,7 @@ inline bool Engine::Impl::MayAdmit(uint32_t ti, uint16_t f, int32_t prio, const 
   }
   if (policy.fair_share && other) {
     // A fair-sharing target needs a share at least the team's with the request, and a
-    // victim whose eviction keeps it at nominal (FairTargets).
+    // victim whose eviction keeps it at nominal (FairSearch).
     const Share floor = ShareOf(t, f, req);
     if (*other < floor) return false;
     for (const ShareKey& k : flavors[f].borrowers) {

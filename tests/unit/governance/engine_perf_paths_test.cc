@@ -356,7 +356,7 @@ TEST(EnginePerfPaths, PassedOverFrontThenSmallerCandidateOfSameTeam) {
 }
 
 // A preemptor that stays within nominal reclaims from a borrowing team, with fair sharing
-// (FairTargets) and without (one candidate heap over all target teams): the candidates are
+// (FairSearch) and without (one candidate heap over all target teams): the candidates are
 // every admitted job of the team, lower priority first, newest first.
 // a (nominal 4) runs 1 and asks for 3; b (nominal 2) borrows 4: high 2 (base), low 1 (j3),
 // mid 1 (j4), low 1 (j5), high 1 (j6). Order: j5, j3, j4, j6, base; three go.
