@@ -1,11 +1,10 @@
 #include "hyperfleet/common/ids.h"
 
-#include <openssl/rand.h>
-
-#include <array>
-#include <cstdio>
 #include <mutex>
-#include <stdexcept>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "hyperfleet/common/random.h"
 
 namespace hf {
 namespace {
@@ -13,30 +12,10 @@ namespace {
 constexpr std::string_view kLowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789";
 constexpr std::string_view kHex = "0123456789abcdef";
 
-std::string RandomString(std::string_view alphabet, int length) {
-  std::string out;
-  out.reserve(length);
-  unsigned char buf[64];
-  // Rejection sampling keeps the distribution uniform over the alphabet.
-  const unsigned limit = 256 - (256 % alphabet.size());
-  while (static_cast<int>(out.size()) < length) {
-    if (RAND_bytes(buf, sizeof buf) != 1) throw std::runtime_error("RAND_bytes failed");
-    for (unsigned char b : buf) {
-      if (b >= limit) continue;
-      out.push_back(alphabet[b % alphabet.size()]);
-      if (static_cast<int>(out.size()) == length) break;
-    }
-  }
-  return out;
-}
-
-std::string FormatUuid(const std::array<unsigned char, 16>& b) {
-  char s[37];
-  std::snprintf(s, sizeof s,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return s;
+// 32 hex digits in the 8-4-4-4-12 layout of a UUID.
+std::string DashUuid(const std::string& h) {
+  return absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
+                      h.substr(16, 4), "-", h.substr(20, 12));
 }
 
 }  // namespace
@@ -45,11 +24,10 @@ std::string RandomIdSource::clusterId() { return RandomString(kLowerAlnum, 12); 
 std::string RandomIdSource::instanceId() { return "i-" + RandomString(kHex, 17); }
 std::string RandomIdSource::eventId() { return uuid(); }
 std::string RandomIdSource::uuid() {
-  std::array<unsigned char, 16> b{};
-  if (RAND_bytes(b.data(), b.size()) != 1) throw std::runtime_error("RAND_bytes failed");
-  b[6] = (b[6] & 0x0f) | 0x40;  // version 4
-  b[8] = (b[8] & 0x3f) | 0x80;  // RFC 4122 variant
-  return FormatUuid(b);
+  std::string b = RandomBytes(16);
+  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  return DashUuid(absl::BytesToHexString(b));
 }
 
 std::string SequentialIdSource::next(std::string_view alphabet, int length) {
@@ -77,8 +55,7 @@ std::string SequentialIdSource::eventId() { return uuid(); }
 std::string SequentialIdSource::uuid() {
   std::string h = next(kHex, 32);
   h[12] = '4';
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
-         "-" + h.substr(20, 12);
+  return DashUuid(h);
 }
 
 }  // namespace hf

@@ -10,9 +10,7 @@ namespace hf {
 /// /var/lib/hyperfleet for root, else ~/.hyperfleet.
 std::string ResolveDataDir(const std::string& flag);
 
-/// Creates `dir` and its parents; the ones it creates get exactly `mode` (0700 by default),
-/// whatever the umask; existing ones are left as they are. Errors: Internal naming the path
-/// and errno text.
+/// MakeDirs (common/fs.h) under its older name; callers move to MakeDirs.
 Status EnsureDirectory(const std::string& dir, unsigned mode = 0700);
 
 }  // namespace hf

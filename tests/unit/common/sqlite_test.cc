@@ -1,0 +1,134 @@
+// The SQLite wrapper on real SQLite: in-memory and file databases, binding and reading every
+// type, errors as Status, the statement cache, moves.
+#include "hyperfleet/common/sqlite.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace hf::sqlite {
+namespace {
+
+Database MustOpen(const std::string& path, OpenOptions options = {}) {
+  auto db = Database::Open(path, options);
+  EXPECT_TRUE(db.ok()) << db.status();
+  return *std::move(db);
+}
+
+Statement MustPrepare(Database& db, std::string_view sql) {
+  auto stmt = db.prepare(sql);
+  EXPECT_TRUE(stmt.ok()) << stmt.status();
+  return *std::move(stmt);
+}
+
+TEST(Sqlite, BindsAndReadsEveryType) {
+  Database db = MustOpen(":memory:", {.label = "test.db"});
+  ASSERT_TRUE(db.exec("CREATE TABLE t(i INTEGER, r REAL, s TEXT, n INTEGER);"
+                      "CREATE INDEX t_i ON t(i);").ok());
+  Statement ins = MustPrepare(db, "INSERT INTO t(i, r, s, n) VALUES(?1, ?2, ?3, ?4)");
+  const std::string with_nul("a\0b", 3);
+  ASSERT_TRUE(ins.bind(1, int64_t{1} << 40).bind(2, 2.5).bind(3, with_nul).bindNull(4).run().ok());
+  EXPECT_EQ(db.lastInsertRowid(), 1);
+  EXPECT_EQ(db.changes(), 1);
+  // run() reset the statement: it binds and runs again.
+  ASSERT_TRUE(ins.bind(1, 7).bind(2, -1.0).bind(3, "x").bind(4, int64_t{9}).run().ok());
+  EXPECT_EQ(db.lastInsertRowid(), 2);
+
+  Statement q = MustPrepare(db, "SELECT i, r, s, n FROM t ORDER BY rowid");
+  ASSERT_TRUE(q.step().value());
+  EXPECT_EQ(q.int64(0), int64_t{1} << 40);
+  EXPECT_EQ(q.real(1), 2.5);
+  EXPECT_EQ(q.text(2), with_nul);
+  EXPECT_TRUE(q.isNull(3));
+  EXPECT_EQ(q.optionalInt64(3), std::nullopt);
+  EXPECT_EQ(q.text(3), "");
+  ASSERT_TRUE(q.step().value());
+  EXPECT_EQ(q.int64(0), 7);
+  EXPECT_EQ(q.optionalInt64(3), 9);
+  EXPECT_FALSE(q.step().value());
+  q.reset();
+  ASSERT_TRUE(q.step().value());  // from the first row again
+  EXPECT_EQ(q.int64(0), int64_t{1} << 40);
+}
+
+TEST(Sqlite, ErrorsAreStatusesNamingTheDatabase) {
+  Database db = MustOpen(":memory:", {.label = "test.db"});
+  const auto bad = db.prepare("SELEC 1");
+  ASSERT_TRUE(absl::IsInternal(bad.status()));
+  EXPECT_EQ(bad.status().message(), "test.db: prepare: near \"SELEC\": syntax error");
+  const Status exec = db.exec("CREATE TABLE");
+  ASSERT_TRUE(absl::IsInternal(exec));
+  EXPECT_EQ(exec.message(), "test.db: incomplete input in CREATE TABLE");
+
+  ASSERT_TRUE(db.exec("CREATE TABLE u(k TEXT UNIQUE)").ok());
+  Statement ins = MustPrepare(db, "INSERT INTO u(k) VALUES(?1)");
+  ASSERT_TRUE(ins.bind(1, "k").run().ok());
+  const Status dup = ins.run();
+  ASSERT_TRUE(absl::IsInternal(dup));
+  EXPECT_EQ(dup.message(), "test.db: UNIQUE constraint failed: u.k");
+
+  const auto missing = Database::Open("/nonexistent/dir/x.db", {.readonly = true});
+  ASSERT_TRUE(absl::IsInternal(missing.status()));
+  EXPECT_EQ(missing.status().message(),
+            "cannot open database /nonexistent/dir/x.db: unable to open database file");
+}
+
+TEST(Sqlite, CachedStatementsAreResetAndClearedForTheNextUser) {
+  Database db = MustOpen(":memory:");
+  ASSERT_TRUE(db.exec("CREATE TABLE t(v); INSERT INTO t VALUES(1); INSERT INTO t VALUES(2)").ok());
+  const std::string sql = "SELECT ?1, v FROM t ORDER BY v";
+  sqlite3_stmt* handle = nullptr;
+  {
+    Statement s = db.cached(sql);
+    handle = s.handle();
+    s.bind(1, "bound");
+    ASSERT_TRUE(s.step().value());
+    EXPECT_EQ(s.text(0), "bound");
+    EXPECT_EQ(s.int64(1), 1);
+  }
+  Statement again = db.cached(sql);
+  EXPECT_EQ(again.handle(), handle);  // prepared once
+  ASSERT_TRUE(again.step().value());
+  EXPECT_TRUE(again.isNull(0));  // bindings cleared
+  EXPECT_EQ(again.int64(1), 1);  // and reset to the first row
+}
+
+TEST(SqliteDeathTest, BadCachedSqlAborts) {
+  Database db = MustOpen(":memory:");
+  EXPECT_DEATH(db.cached("SELEC 1"), "bad SQL");
+}
+
+TEST(Sqlite, StatementsSurviveMovingTheirDatabase) {
+  Database a = MustOpen(":memory:", {.label = "moved.db"});
+  ASSERT_TRUE(a.exec("CREATE TABLE t(k UNIQUE); INSERT INTO t VALUES(1)").ok());
+  Statement ins = MustPrepare(a, "INSERT INTO t VALUES(1)");
+  Database b = std::move(a);
+  const Status dup = ins.run();
+  EXPECT_EQ(dup.message(), "moved.db: UNIQUE constraint failed: t.k");
+  EXPECT_EQ(b.label(), "moved.db");
+}
+
+TEST(Sqlite, FileDatabaseSharedWithAReadOnlyConnection) {
+  char tmpl[] = "/tmp/hf-sqlite-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/x.db";
+  {
+    Database writer = MustOpen(path, {.cache_kib = 2048});
+    Statement size = MustPrepare(writer, "PRAGMA cache_size");
+    ASSERT_TRUE(size.step().value());
+    EXPECT_EQ(size.int64(0), -2048);
+    ASSERT_TRUE(writer.exec("PRAGMA journal_mode=WAL; CREATE TABLE t(v TEXT);"
+                            "INSERT INTO t VALUES('hello')").ok());
+    Database reader = MustOpen(path, {.readonly = true});
+    Statement q = MustPrepare(reader, "SELECT v FROM t");
+    ASSERT_TRUE(q.step().value());
+    EXPECT_EQ(q.text(0), "hello");
+    EXPECT_TRUE(absl::IsInternal(reader.exec("INSERT INTO t VALUES('no')")));  // read-only
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace hf::sqlite
