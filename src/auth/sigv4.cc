@@ -18,6 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "hyperfleet/common/strings.h"
+#include "hyperfleet/common/uri.h"
+
 namespace hf::auth {
 namespace {
 
@@ -56,34 +61,18 @@ Status UnrecognizedClient() {
 
 // ---- Small string helpers ----------------------------------------------------------------
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool IsSpace(char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-char ToLowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string ToLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = ToLowerAscii(c);
-  return out;
-}
+std::string ToLower(std::string_view s) { return absl::AsciiStrToLower(AbslView(s)); }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (ToLowerAscii(a[i]) != ToLowerAscii(b[i])) return false;
-  }
-  return true;
+  return absl::EqualsIgnoreCase(AbslView(a), AbslView(b));
 }
 
 // Trimall from the SigV4 rules: trim, and collapse inner whitespace runs to one space (what
 // botocore's ' '.join(value.split()) does).
 void AppendTrimAll(std::string_view value, std::string& out) {
-  value = Trim(value);
+  value = StripAsciiWhitespace(value);
   bool in_space = false;
   for (char c : value) {
     if (IsSpace(c)) {
@@ -97,13 +86,7 @@ void AppendTrimAll(std::string_view value, std::string& out) {
 }
 
 std::string HexEncode(const unsigned char* data, size_t size) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(size * 2, '\0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kHex[data[i] >> 4];
-    out[2 * i + 1] = kHex[data[i] & 0xf];
-  }
-  return out;
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(data), size));
 }
 
 // ---- Crypto (OpenSSL) --------------------------------------------------------------------
@@ -236,66 +219,12 @@ std::optional<Seconds> ParseHttpDate(std::string_view v) {
 
 // ---- Canonical request -------------------------------------------------------------------
 
-bool IsUnreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-void AppendUriEncoded(std::string_view s, bool keep_slash, std::string& out) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (IsUnreserved(c) || (keep_slash && c == '/')) {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Query components are decoded as WHATWG URLSearchParams does ('+' is a space, a bad escape
 // stays literal), so any client's encoding canonicalizes to the same bytes.
-std::string QueryDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 &&
-               HexValue(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 std::string CanonicalQuery(std::string_view query) {
   std::vector<std::pair<std::string, std::string>> params;
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string_view name = pair.substr(0, eq);
-    std::string_view value = eq == std::string_view::npos ? std::string_view()
-                                                          : pair.substr(eq + 1);
-    std::pair<std::string, std::string> encoded;
-    AppendUriEncoded(QueryDecode(name), false, encoded.first);
-    AppendUriEncoded(QueryDecode(value), false, encoded.second);
-    params.push_back(std::move(encoded));
+  for (const QueryParam& p : ParseQueryLenient(query)) {
+    params.emplace_back(UriEncode(p.name), UriEncode(p.value));
   }
   std::sort(params.begin(), params.end());
   std::string out;
@@ -331,10 +260,7 @@ std::string CanonicalUri(std::string_view path) {
     normalized.append(segments[i]);
   }
   if (!segments.empty() && path.back() == '/') normalized.push_back('/');
-  std::string out;
-  out.reserve(normalized.size());
-  AppendUriEncoded(normalized, true, out);
-  return out;
+  return UriEncode(normalized, /*keep_slash=*/true);
 }
 
 // Canonical request over `signed_headers` in the order given. Every value of a repeated
@@ -349,7 +275,7 @@ std::string CanonicalRequest(const HttpRequest& request,
   cr.append(CanonicalUri(request.path())).push_back('\n');
   cr.append(CanonicalQuery(request.query())).push_back('\n');
   for (std::string_view name : signed_names) {
-    for (char c : name) cr.push_back(ToLowerAscii(c));
+    for (char c : name) cr.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
     cr.push_back(':');
     bool first = true;
     for (const auto& [k, v] : request.headers) {
@@ -411,7 +337,7 @@ bool IsParamSeparator(char c) { return c == ',' || IsSpace(c); }
 // come in any order, separated by commas and/or whitespace, with optional spaces around '='.
 // Unknown parameters are ignored. Errors: IncompleteSignatureException.
 StatusOr<AuthorizationParams> ParseAuthorization(std::string_view header, bool has_date) {
-  std::string_view value = Trim(header);
+  std::string_view value = StripAsciiWhitespace(header);
   size_t algo_end = 0;
   while (algo_end < value.size() && !IsSpace(value[algo_end])) ++algo_end;
   AuthorizationParams params;
@@ -519,7 +445,7 @@ StatusOr<VerifiedIdentity> VerifySigV4(const HttpRequest& request, const SecretL
     return Incomplete("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.");
   }
 
-  std::string_view date_value = Trim(*date_header);
+  std::string_view date_value = StripAsciiWhitespace(*date_header);
   std::optional<Seconds> request_time = ParseAmzDate(date_value);
   if (!request_time && !is_amz_date) request_time = ParseHttpDate(date_value);
   if (!request_time) {
@@ -572,7 +498,7 @@ StatusOr<VerifiedIdentity> VerifySigV4(const HttpRequest& request, const SecretL
   std::string body_hash = Sha256Hex(request.body);
   std::string_view payload_hash = body_hash;
   if (auto declared = request.header("X-Amz-Content-Sha256")) {
-    payload_hash = Trim(*declared);
+    payload_hash = StripAsciiWhitespace(*declared);
     if (!EqualsIgnoreCase(payload_hash, body_hash)) return SignatureMismatch();
   }
 
@@ -623,7 +549,7 @@ void SignSigV4(HttpRequest& request, const AccessKey& key, std::string_view regi
   std::string body_hash = Sha256Hex(request.body);
   std::string payload_hash = body_hash;
   if (auto declared = request.header("X-Amz-Content-Sha256")) {
-    payload_hash = std::string(Trim(*declared));
+    payload_hash = std::string(StripAsciiWhitespace(*declared));
   }
 
   std::string date = amz_date.substr(0, 8);

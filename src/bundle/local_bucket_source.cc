@@ -1,12 +1,11 @@
 // Lifecycle bundles from plain files: <root>/<bucket>/<key>.
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 #include "hyperfleet/bundle/bundle_source.h"
 #include "bundle/bundle_limits.h"
+#include "hyperfleet/common/fs.h"
 
 namespace hf::bundle {
 namespace fs = std::filesystem;
@@ -154,10 +153,9 @@ StatusOr<std::string> LocalBucketSource::read(const S3Location& location,
                                          " bytes, over the limit of " +
                                          std::to_string(limits_.max_total_bytes));
   }
-  std::ifstream in(canonical, std::ios::binary);
-  std::string bytes(size, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in || static_cast<uint64_t>(in.gcount()) != size) {
+  StatusOr<std::string> bytes = ReadFile(canonical.string());
+  // A file that changed size since it was measured is not read as half of one.
+  if (!bytes.ok() || bytes->size() != size) {
     return absl::UnavailableError("cannot read " + canonical.string() + " for " + where);
   }
   return bytes;

@@ -8,29 +8,11 @@
 
 #include "hyperfleet/bundle/bundle_source.h"
 #include "bundle/bundle_limits.h"
+#include "hyperfleet/common/uri.h"
 #include "hyperfleet/http/http_client.h"
 
 namespace hf::bundle {
 namespace {
-
-// RFC 3986 unreserved characters stay, every other byte is %XX (S3's URI encoding);
-// `keep_slash` for object key paths.
-std::string UriEncode(std::string_view s, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                      c == '-' || c == '_' || c == '.' || c == '~';
-    if (unreserved || (keep_slash && c == '/')) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  return out;
-}
 
 // "http://host:port/..." -> "host:port" (the Host header the request is signed with).
 std::string Authority(std::string_view url) {

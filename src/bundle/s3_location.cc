@@ -5,6 +5,7 @@
 
 #include "hyperfleet/bundle/bundle_source.h"
 #include "bundle/bundle_limits.h"
+#include "hyperfleet/common/uri.h"
 
 namespace hf::bundle {
 namespace {
@@ -48,29 +49,6 @@ std::optional<std::string> PathProblem(std::string_view path, bool allow_trailin
   if (dot_segment) return "has a '.' path segment";
   if (empty_segment) return "has an empty path segment";
   return std::nullopt;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::optional<std::string> PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    if (i + 2 >= s.size()) return std::nullopt;
-    int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
 }
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
@@ -188,8 +166,8 @@ StatusOr<S3Location> ParseS3Uri(std::string_view uri, std::string_view field) {
     if (host.find_first_of(":@") != std::string_view::npos) {
       return UriError(field, uri, "must not have a port or user info");
     }
-    std::optional<std::string> decoded = PercentDecode(raw_path);
-    if (!decoded) return UriError(field, uri, "has a bad percent-escape");
+    StatusOr<std::string> decoded = UriDecode(raw_path);
+    if (!decoded.ok()) return UriError(field, uri, "has a bad percent-escape");
     if (IsS3ServiceHost(host)) {
       // Path-style: the first path segment is the bucket.
       size_t bucket_end = decoded->find('/');

@@ -1,14 +1,9 @@
 #include "hyperfleet/cli/auto_resume_command.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "hyperfleet/common/subprocess.h"
 #include "hyperfleet/slurm/auto_resume.h"
 
 namespace hf::cli {
@@ -39,44 +35,11 @@ struct Output {
   std::string text;  // stdout and stderr together
 };
 
-// Runs argv (on PATH) to completion and collects its output; exit_code -1 if it cannot start.
+// Runs argv to completion and collects its output; exit_code -1 if it cannot start.
 Output Capture(const std::vector<std::string>& argv) {
-  Output out;
-  int fds[2];
-  if (pipe(fds) != 0) return out;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return out;
-  }
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      out.text.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  out.exit_code = slurm::ExitCodeOf(status);
-  return out;
+  StatusOr<RunResult> r = RunCapture(argv);
+  if (!r.ok()) return Output{-1, std::string(r.status().message())};
+  return Output{r->exit.exit_code, std::move(r->out)};
 }
 
 volatile sig_atomic_t g_child = 0;
@@ -88,33 +51,27 @@ void Forward(int sig) {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
 
-// Runs the step; returns its waitpid() status, or -1 with errno when it cannot start.
-int RunStep(const Options& o) {
+// Runs the step as srun's own stand-in: same streams, descriptors, signal state and process
+// group. Returns its exit code; errors when it cannot start.
+StatusOr<int> RunStep(const Options& o) {
   setenv(std::string(slurm::kAutoResumeActiveEnv).c_str(), "1", 1);
-  std::vector<char*> args;
-  for (const auto& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const std::string program = o.srun.empty() ? o.argv[0] : o.srun;
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    execvp(program.c_str(), args.data());
-    std::fprintf(stderr, "[Auto Resume] Error: cannot run %s: %s\n", program.c_str(),
-                 std::strerror(errno));
-    _exit(127);
-  }
-  g_child = pid;
+  ProcessSpec spec;
+  spec.argv = o.argv;
+  spec.program = o.srun;  // "": argv[0]
+  spec.in = spec.out = spec.err = Stdio::Inherit();
+  spec.reset_signals = false;
+  spec.close_other_fds = false;
+  HF_ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(spec));
+  g_child = child.pid();
   struct sigaction sa {};
   sa.sa_handler = Forward;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const ProcessExit exit = child.Wait();
   g_child = 0;
   for (int sig : kForwarded) signal(sig, SIG_DFL);
-  return status;
+  return exit.exit_code;
 }
 
 // The job's nodes: those it was allocated (SLURM_JOB_NODELIST) and those it holds now (a
@@ -168,12 +125,12 @@ int Run(const Options& o) {
     Say("Warning", "cannot read the Slurm configuration (scontrol show config): " +
                        std::string(absl::StripSuffix(config.text, "\n")));
   }
-  const int status = RunStep(o);
-  if (status < 0) {
-    Say("Error", absl::StrCat("cannot start the step: ", std::strerror(errno)));
-    return 1;
+  const StatusOr<int> step_code = RunStep(o);
+  if (!step_code.ok()) {
+    Say("Error", std::string(step_code.status().message()));
+    return 127;  // as a shell says for a command it cannot run
   }
-  const int code = slurm::ExitCodeOf(status);
+  const int code = *step_code;
   if (code == 0) return 0;
   const std::string step = absl::StrJoin(o.argv, " ");
   Say("Info", absl::StrCat("JobID ", job_id, ": step `", step, "` failed with exit code ", code,

@@ -1,7 +1,6 @@
 #include "hyperfleet/cli/client_config.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -11,7 +10,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/paths.h"
+#include "hyperfleet/common/strings.h"
 #include "hyperfleet/http/http_client.h"
 
 namespace hf::cli {
@@ -20,35 +22,28 @@ namespace {
 constexpr std::string_view kDefaultEndpoint = "http://127.0.0.1:9080";
 constexpr std::string_view kDefaultRegion = "us-west-2";
 
-/// `s` without surrounding ASCII whitespace.
-std::string Trim(std::string_view s) {
-  while (!s.empty() && absl::ascii_isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && absl::ascii_isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
 using Section = std::map<std::string, std::string>;
 using IniFile = std::map<std::string, Section>;
 
 /// Reads an AWS-style INI file: `[name]` sections, `key = value` lines, keys lowercased,
 /// `#`/`;` comment lines skipped. nullopt when the file cannot be read.
 std::optional<IniFile> ReadIni(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+  const StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return std::nullopt;
   IniFile out;
-  std::string section, line;
-  while (std::getline(in, line)) {
-    const std::string trimmed = Trim(line);
-    std::string_view v = trimmed;
+  std::string section;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    const std::string_view v = StripAsciiWhitespace(StdView(line));
     if (v.empty() || v[0] == '#' || v[0] == ';') continue;
     if (v.front() == '[' && v.back() == ']') {
-      section = Trim(v.substr(1, v.size() - 2));
+      section = std::string(StripAsciiWhitespace(v.substr(1, v.size() - 2)));
       out[section];
       continue;
     }
     const size_t eq = v.find_first_of("=:");
     if (eq == std::string_view::npos || section.empty()) continue;
-    out[section][absl::AsciiStrToLower(Trim(v.substr(0, eq)))] = Trim(v.substr(eq + 1));
+    out[section][absl::AsciiStrToLower(AbslView(StripAsciiWhitespace(v.substr(0, eq))))] =
+        std::string(StripAsciiWhitespace(v.substr(eq + 1)));
   }
   return out;
 }

@@ -1,7 +1,5 @@
 #include "hyperfleet/logs/log_store.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <chrono>
 #include <variant>
@@ -9,7 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "hyperfleet/common/paths.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/sqlite.h"
 
 namespace hf::logs {
 namespace {
@@ -18,61 +17,10 @@ int64_t Millis(SystemTime t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-/// A prepared statement; resets itself on destruction so a cached one can be reused.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Status prepared() const {
-    if (rc_ == SQLITE_OK) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat("logs.db: prepare: ", sqlite3_errmsg(db_)));
-  }
-  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); return *this; }
-  Stmt& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  /// SQLITE_ROW → true, SQLITE_DONE → false.
-  StatusOr<bool> step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return absl::InternalError(absl::StrCat("logs.db: ", sqlite3_errmsg(db_)));
-  }
-  /// Steps once and resets, so the statement can be bound and run again.
-  Status run() {
-    auto r = step();
-    sqlite3_reset(stmt_);
-    return r.ok() ? absl::OkStatus() : r.status();
-  }
-  int64_t i64(int col) const { return sqlite3_column_int64(stmt_, col); }
-  bool null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::optional<int64_t> opt(int col) const {
-    if (null(col)) return std::nullopt;
-    return i64(col);
-  }
-  std::string text(int col) const {
-    const auto* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p),
-                           static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
-             : std::string();
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-};
-
 /// Steps `q` and collects events made by `read_row` until `limit` events or `max_bytes` of
 /// messages (at least one event) are taken; `more` says a further row was left.
 template <class ReadRow>
-StatusOr<EventPage> FillPage(Stmt& q, int limit, int64_t max_bytes, ReadRow read_row) {
+StatusOr<EventPage> FillPage(sqlite::Statement& q, int limit, int64_t max_bytes, ReadRow read_row) {
   EventPage page;
   int64_t bytes = 0;
   while (true) {
@@ -90,35 +38,12 @@ StatusOr<EventPage> FillPage(Stmt& q, int limit, int64_t max_bytes, ReadRow read
   return page;
 }
 
-Status Exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    Status s = absl::InternalError(absl::StrCat("logs.db: ", err ? err : "error", " in ", sql));
-    sqlite3_free(err);
-    return s;
-  }
-  return absl::OkStatus();
-}
-
-struct DbCloser {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-};
-using Db = std::unique_ptr<sqlite3, DbCloser>;
-
-StatusOr<Db> OpenDb(const std::string& path, bool readonly) {
-  sqlite3* raw = nullptr;
-  const int flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-                    SQLITE_OPEN_NOMUTEX;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
-  Db db(raw);
-  if (rc != SQLITE_OK) {
-    return absl::InternalError(absl::StrCat("cannot open log database ", path, ": ",
-                                            raw ? sqlite3_errmsg(raw) : "out of memory"));
-  }
-  sqlite3_busy_timeout(db.get(), 10000);
-  HF_RETURN_IF_ERROR(Exec(db.get(), "PRAGMA cache_size=-1024"));
+StatusOr<sqlite::Database> OpenDb(const std::string& path, bool readonly) {
+  HF_ASSIGN_OR_RETURN(
+      sqlite::Database db,
+      sqlite::Database::Open(path, {.readonly = readonly, .cache_kib = 1024, .label = "logs.db"}));
   // Name prefixes are case-sensitive in CloudWatch Logs; LIKE is not by default.
-  HF_RETURN_IF_ERROR(Exec(db.get(), "PRAGMA case_sensitive_like=ON"));
+  HF_RETURN_IF_ERROR(db.exec("PRAGMA case_sensitive_like=ON"));
   return db;
 }
 
@@ -152,7 +77,8 @@ std::string EscapeLike(const std::string& prefix) {
 
 class SqliteLogStore final : public LogStore {
  public:
-  SqliteLogStore(std::string path, Db writer, const Clock& clock, RetentionPolicy retention)
+  SqliteLogStore(std::string path, sqlite::Database writer, const Clock& clock,
+                 RetentionPolicy retention)
       : path_(std::move(path)), writer_(std::move(writer)), clock_(clock),
         retention_(retention) {}
 
@@ -163,43 +89,42 @@ class SqliteLogStore final : public LogStore {
     }
     const int64_t now = Millis(clock_.now());
     std::lock_guard lock(write_mu_);
-    sqlite3* db = writer_.get();
-    HF_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+    sqlite::Database& db = writer_;
+    HF_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
     Status s = appendLocked(db, group, stream, events, now);
     if (!s.ok()) {
-      Exec(db, "ROLLBACK").IgnoreError();
+      db.exec("ROLLBACK").IgnoreError();
       return s;
     }
-    return Exec(db, "COMMIT");
+    return db.exec("COMMIT");
   }
 
   StatusOr<bool> deleteGroup(const std::string& group) override {
     std::lock_guard lock(write_mu_);
-    sqlite3* db = writer_.get();
-    HF_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+    sqlite::Database& db = writer_;
+    HF_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
     auto run = [&]() -> StatusOr<bool> {
-      Stmt find(db, "SELECT id FROM log_groups WHERE name=?1");
-      HF_RETURN_IF_ERROR(find.prepared());
+      HF_ASSIGN_OR_RETURN(sqlite::Statement find,
+                          db.prepare("SELECT id FROM log_groups WHERE name=?1"));
       find.bind(1, group);
       HF_ASSIGN_OR_RETURN(bool found, find.step());
       if (!found) return false;
-      const int64_t gid = find.i64(0);
+      const int64_t gid = find.int64(0);
       for (const char* sql :
            {"DELETE FROM log_events WHERE stream_id IN (SELECT id FROM log_streams WHERE "
             "group_id=?1)",
             "DELETE FROM log_streams WHERE group_id=?1", "DELETE FROM log_groups WHERE id=?1"}) {
-        Stmt del(db, sql);
-        HF_RETURN_IF_ERROR(del.prepared());
+        HF_ASSIGN_OR_RETURN(sqlite::Statement del, db.prepare(sql));
         HF_RETURN_IF_ERROR(del.bind(1, gid).run());
       }
       return true;
     };
     auto r = run();
     if (!r.ok()) {
-      Exec(db, "ROLLBACK").IgnoreError();
+      db.exec("ROLLBACK").IgnoreError();
       return r;
     }
-    HF_RETURN_IF_ERROR(Exec(db, "COMMIT"));
+    HF_RETURN_IF_ERROR(db.exec("COMMIT"));
     return r;
   }
 
@@ -212,17 +137,18 @@ class SqliteLogStore final : public LogStore {
                                                      const std::string& after, int limit,
                                                      bool* more) const override {
     HF_ASSIGN_OR_RETURN(Reader r, reader());
-    Stmt q(r.db(),
-           "SELECT g.name, g.creation_ms, (SELECT COALESCE(SUM(stored_bytes),0) FROM log_streams "
-           "WHERE group_id=g.id) FROM log_groups g WHERE g.name LIKE ?1 ESCAPE '\\' AND "
-           "g.name > ?2 ORDER BY g.name LIMIT ?3");
-    HF_RETURN_IF_ERROR(q.prepared());
+    HF_ASSIGN_OR_RETURN(
+        sqlite::Statement q,
+        r.db().prepare(
+            "SELECT g.name, g.creation_ms, (SELECT COALESCE(SUM(stored_bytes),0) FROM log_streams "
+            "WHERE group_id=g.id) FROM log_groups g WHERE g.name LIKE ?1 ESCAPE '\\' AND "
+            "g.name > ?2 ORDER BY g.name LIMIT ?3"));
     q.bind(1, EscapeLike(prefix) + "%").bind(2, after).bind(3, int64_t{limit} + 1);
     std::vector<LogGroupInfo> out;
     while (true) {
       HF_ASSIGN_OR_RETURN(bool row, q.step());
       if (!row) break;
-      out.push_back({q.text(0), q.i64(1), q.i64(2)});
+      out.push_back({q.text(0), q.int64(1), q.int64(2)});
     }
     const bool has_more = static_cast<int>(out.size()) > limit;
     if (has_more) out.pop_back();
@@ -267,8 +193,7 @@ class SqliteLogStore final : public LogStore {
       absl::StrAppend(&sql, " ORDER BY name ", dir);
     }
     absl::StrAppend(&sql, " LIMIT ?5");
-    Stmt q(r.db(), sql);
-    HF_RETURN_IF_ERROR(q.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement q, r.db().prepare(sql));
     q.bind(1, gid).bind(2, EscapeLike(query.prefix) + "%").bind(5, int64_t{query.limit} + 1);
     if (query.after) q.bind(3, after_ts).bind(4, after_name);
     StreamPage page;
@@ -276,9 +201,9 @@ class SqliteLogStore final : public LogStore {
     while (true) {
       HF_ASSIGN_OR_RETURN(bool row, q.step());
       if (!row) break;
-      page.streams.push_back(
-          {q.text(0), q.i64(1), q.opt(2), q.opt(3), q.opt(4), q.i64(5), q.i64(6)});
-      sort_keys.push_back(q.i64(7));
+      page.streams.push_back({q.text(0), q.int64(1), q.optionalInt64(2), q.optionalInt64(3),
+                              q.optionalInt64(4), q.int64(5), q.int64(6)});
+      sort_keys.push_back(q.int64(7));
     }
     if (static_cast<int>(page.streams.size()) > query.limit) {
       page.streams.pop_back();
@@ -294,27 +219,29 @@ class SqliteLogStore final : public LogStore {
                                                 const std::string& stream) const override {
     HF_ASSIGN_OR_RETURN(Reader r, reader());
     HF_ASSIGN_OR_RETURN(int64_t gid, groupId(r.db(), group));
-    Stmt q(r.db(),
-           "SELECT name, creation_ms, first_event_ms, last_event_ms, last_ingestion_ms, "
-           "stored_bytes, event_count FROM log_streams WHERE group_id=?1 AND name=?2");
-    HF_RETURN_IF_ERROR(q.prepared());
+    HF_ASSIGN_OR_RETURN(
+        sqlite::Statement q,
+        r.db().prepare(
+            "SELECT name, creation_ms, first_event_ms, last_event_ms, last_ingestion_ms, "
+            "stored_bytes, event_count FROM log_streams WHERE group_id=?1 AND name=?2"));
     q.bind(1, gid).bind(2, stream);
     HF_ASSIGN_OR_RETURN(bool row, q.step());
     if (!row) return std::optional<LogStreamInfo>();
-    return std::optional<LogStreamInfo>(
-        LogStreamInfo{q.text(0), q.i64(1), q.opt(2), q.opt(3), q.opt(4), q.i64(5), q.i64(6)});
+    return std::optional<LogStreamInfo>(LogStreamInfo{q.text(0), q.int64(1), q.optionalInt64(2),
+                                                      q.optionalInt64(3), q.optionalInt64(4),
+                                                      q.int64(5), q.int64(6)});
   }
 
   StatusOr<EventPage> getEvents(const std::string& group, const std::string& stream,
                                 const EventQuery& query) const override {
     HF_ASSIGN_OR_RETURN(Reader r, reader());
     HF_ASSIGN_OR_RETURN(int64_t gid, groupId(r.db(), group));
-    Stmt find(r.db(), "SELECT id FROM log_streams WHERE group_id=?1 AND name=?2");
-    HF_RETURN_IF_ERROR(find.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement find,
+                        r.db().prepare("SELECT id FROM log_streams WHERE group_id=?1 AND name=?2"));
     find.bind(1, gid).bind(2, stream);
     HF_ASSIGN_OR_RETURN(bool found, find.step());
     if (!found) return absl::NotFoundError("The specified log stream does not exist.");
-    const int64_t sid = find.i64(0);
+    const int64_t sid = find.int64(0);
     std::string sql = "SELECT id, ts, ingestion_ms, message FROM log_events WHERE stream_id=?1";
     if (query.start_ms) sql += " AND ts >= ?2";
     if (query.end_ms) sql += " AND ts < ?3";
@@ -322,15 +249,14 @@ class SqliteLogStore final : public LogStore {
     if (query.before) sql += " AND (ts, id) < (?6, ?7)";
     sql += query.from_head ? " ORDER BY ts, id" : " ORDER BY ts DESC, id DESC";
     sql += " LIMIT ?8";
-    Stmt q(r.db(), sql);
-    HF_RETURN_IF_ERROR(q.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement q, r.db().prepare(sql));
     q.bind(1, sid).bind(8, int64_t{query.limit} + 1);
     if (query.start_ms) q.bind(2, *query.start_ms);
     if (query.end_ms) q.bind(3, *query.end_ms);
     if (query.after) q.bind(4, query.after->timestamp_ms).bind(5, query.after->id);
     if (query.before) q.bind(6, query.before->timestamp_ms).bind(7, query.before->id);
     HF_ASSIGN_OR_RETURN(EventPage page, FillPage(q, query.limit, query.max_bytes, [&] {
-                          return LogEvent{q.i64(0), stream, q.i64(1), q.i64(2), q.text(3)};
+                          return LogEvent{q.int64(0), stream, q.int64(1), q.int64(2), q.text(3)};
                         }));
     if (!query.from_head) std::reverse(page.events.begin(), page.events.end());
     return page;
@@ -384,8 +310,7 @@ class SqliteLogStore final : public LogStore {
       sql += ")";
     }
     absl::StrAppend(&sql, " ORDER BY e.ts, e.id LIMIT ", param(int64_t{query.limit} + 1));
-    Stmt q(r.db(), sql);
-    HF_RETURN_IF_ERROR(q.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement q, r.db().prepare(sql));
     for (size_t i = 0; i < params.size(); ++i) {
       if (auto* v = std::get_if<int64_t>(&params[i])) {
         q.bind(static_cast<int>(i + 1), *v);
@@ -394,7 +319,7 @@ class SqliteLogStore final : public LogStore {
       }
     }
     HF_ASSIGN_OR_RETURN(EventPage page, FillPage(q, query.limit, query.max_bytes, [&] {
-                          return LogEvent{q.i64(0), q.text(1), q.i64(2), q.i64(3), q.text(4)};
+                          return LogEvent{q.int64(0), q.text(1), q.int64(2), q.int64(3), q.text(4)};
                         }));
     return page;
   }
@@ -403,80 +328,83 @@ class SqliteLogStore final : public LogStore {
   /// A read-only connection borrowed from the pool; returned when destroyed.
   class Reader {
    public:
-    Reader(const SqliteLogStore* store, Db db) : store_(store), db_(std::move(db)) {}
-    Reader(Reader&&) = default;
+    Reader(const SqliteLogStore* store, sqlite::Database db) : store_(store), db_(std::move(db)) {}
+    Reader(Reader&& other) noexcept
+        : store_(other.store_), db_(std::exchange(other.db_, std::nullopt)) {}
     ~Reader() {
       if (db_) {
         std::lock_guard lock(store_->pool_mu_);
-        store_->pool_.push_back(std::move(db_));
+        store_->pool_.push_back(*std::move(db_));
       }
     }
-    sqlite3* db() const { return db_.get(); }
+    sqlite::Database& db() { return *db_; }
 
    private:
     const SqliteLogStore* store_;
-    Db db_;
+    std::optional<sqlite::Database> db_;  // empty once moved from
   };
 
   StatusOr<Reader> reader() const {
     {
       std::lock_guard lock(pool_mu_);
       if (!pool_.empty()) {
-        Db db = std::move(pool_.back());
+        sqlite::Database db = std::move(pool_.back());
         pool_.pop_back();
         return Reader(this, std::move(db));
       }
     }
-    HF_ASSIGN_OR_RETURN(Db db, OpenDb(path_, /*readonly=*/true));
+    HF_ASSIGN_OR_RETURN(sqlite::Database db, OpenDb(path_, /*readonly=*/true));
     return Reader(this, std::move(db));
   }
 
-  static StatusOr<std::optional<LogGroupInfo>> groupOn(sqlite3* db, const std::string& name) {
-    Stmt q(db,
-           "SELECT g.name, g.creation_ms, (SELECT COALESCE(SUM(stored_bytes),0) FROM log_streams "
-           "WHERE group_id=g.id) FROM log_groups g WHERE g.name=?1");
-    HF_RETURN_IF_ERROR(q.prepared());
+  static StatusOr<std::optional<LogGroupInfo>> groupOn(sqlite::Database& db,
+                                                       const std::string& name) {
+    HF_ASSIGN_OR_RETURN(
+        sqlite::Statement q,
+        db.prepare(
+            "SELECT g.name, g.creation_ms, (SELECT COALESCE(SUM(stored_bytes),0) FROM log_streams "
+            "WHERE group_id=g.id) FROM log_groups g WHERE g.name=?1"));
     q.bind(1, name);
     HF_ASSIGN_OR_RETURN(bool row, q.step());
     if (!row) return std::optional<LogGroupInfo>();
-    return std::optional<LogGroupInfo>(LogGroupInfo{q.text(0), q.i64(1), q.i64(2)});
+    return std::optional<LogGroupInfo>(LogGroupInfo{q.text(0), q.int64(1), q.int64(2)});
   }
 
-  static StatusOr<int64_t> groupId(sqlite3* db, const std::string& name) {
-    Stmt q(db, "SELECT id FROM log_groups WHERE name=?1");
-    HF_RETURN_IF_ERROR(q.prepared());
+  static StatusOr<int64_t> groupId(sqlite::Database& db, const std::string& name) {
+    HF_ASSIGN_OR_RETURN(sqlite::Statement q, db.prepare("SELECT id FROM log_groups WHERE name=?1"));
     q.bind(1, name);
     HF_ASSIGN_OR_RETURN(bool row, q.step());
     if (!row) return absl::NotFoundError("The specified log group does not exist.");
-    return q.i64(0);
+    return q.int64(0);
   }
 
-  Status appendLocked(sqlite3* db, const std::string& group, const std::string& stream,
+  Status appendLocked(sqlite::Database& db, const std::string& group, const std::string& stream,
                       std::span<const InputLogEvent> events, int64_t now) {
     {
-      Stmt ins(db, "INSERT INTO log_groups(name, creation_ms) VALUES(?1, ?2) "
-                   "ON CONFLICT(name) DO NOTHING");
-      HF_RETURN_IF_ERROR(ins.prepared());
+      HF_ASSIGN_OR_RETURN(sqlite::Statement ins,
+                          db.prepare("INSERT INTO log_groups(name, creation_ms) VALUES(?1, ?2) "
+                                     "ON CONFLICT(name) DO NOTHING"));
       HF_RETURN_IF_ERROR(ins.bind(1, group).bind(2, now).run());
     }
     HF_ASSIGN_OR_RETURN(int64_t gid, groupId(db, group));
     {
-      Stmt ins(db, "INSERT INTO log_streams(group_id, name, creation_ms) VALUES(?1, ?2, ?3) "
-                   "ON CONFLICT(group_id, name) DO NOTHING");
-      HF_RETURN_IF_ERROR(ins.prepared());
+      HF_ASSIGN_OR_RETURN(
+          sqlite::Statement ins,
+          db.prepare("INSERT INTO log_streams(group_id, name, creation_ms) VALUES(?1, ?2, ?3) "
+                     "ON CONFLICT(group_id, name) DO NOTHING"));
       HF_RETURN_IF_ERROR(ins.bind(1, gid).bind(2, stream).bind(3, now).run());
     }
-    Stmt find(db, "SELECT id FROM log_streams WHERE group_id=?1 AND name=?2");
-    HF_RETURN_IF_ERROR(find.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement find,
+                        db.prepare("SELECT id FROM log_streams WHERE group_id=?1 AND name=?2"));
     find.bind(1, gid).bind(2, stream);
     HF_ASSIGN_OR_RETURN(bool found, find.step());
     if (!found) return absl::InternalError("logs.db: stream vanished during append");
-    const int64_t sid = find.i64(0);
+    const int64_t sid = find.int64(0);
     if (events.empty()) return absl::OkStatus();
 
-    Stmt ins(db, "INSERT INTO log_events(stream_id, ts, ingestion_ms, message) "
-                 "VALUES(?1, ?2, ?3, ?4)");
-    HF_RETURN_IF_ERROR(ins.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement ins,
+                        db.prepare("INSERT INTO log_events(stream_id, ts, ingestion_ms, message) "
+                                   "VALUES(?1, ?2, ?3, ?4)"));
     int64_t bytes = 0, min_ts = events[0].timestamp_ms, max_ts = events[0].timestamp_ms;
     for (const auto& e : events) {
       HF_RETURN_IF_ERROR(ins.bind(1, sid).bind(2, e.timestamp_ms).bind(3, now)
@@ -485,69 +413,69 @@ class SqliteLogStore final : public LogStore {
       min_ts = std::min(min_ts, e.timestamp_ms);
       max_ts = std::max(max_ts, e.timestamp_ms);
     }
-    Stmt upd(db,
-             "UPDATE log_streams SET first_event_ms=MIN(COALESCE(first_event_ms, ?2), ?2), "
-             "last_event_ms=MAX(COALESCE(last_event_ms, ?3), ?3), last_ingestion_ms=?4, "
-             "stored_bytes=stored_bytes+?5, event_count=event_count+?6 WHERE id=?1");
-    HF_RETURN_IF_ERROR(upd.prepared());
+    HF_ASSIGN_OR_RETURN(
+        sqlite::Statement upd,
+        db.prepare("UPDATE log_streams SET first_event_ms=MIN(COALESCE(first_event_ms, ?2), ?2), "
+                   "last_event_ms=MAX(COALESCE(last_event_ms, ?3), ?3), last_ingestion_ms=?4, "
+                   "stored_bytes=stored_bytes+?5, event_count=event_count+?6 WHERE id=?1"));
     HF_RETURN_IF_ERROR(upd.bind(1, sid).bind(2, min_ts).bind(3, max_ts).bind(4, now)
                            .bind(5, bytes).bind(6, static_cast<int64_t>(events.size())).run());
     return applyRetention(db, sid);
   }
 
   /// Drops the stream's oldest events while it is over either cap.
-  Status applyRetention(sqlite3* db, int64_t sid) {
-    Stmt counts(db, "SELECT event_count, stored_bytes FROM log_streams WHERE id=?1");
-    HF_RETURN_IF_ERROR(counts.prepared());
+  Status applyRetention(sqlite::Database& db, int64_t sid) {
+    HF_ASSIGN_OR_RETURN(
+        sqlite::Statement counts,
+        db.prepare("SELECT event_count, stored_bytes FROM log_streams WHERE id=?1"));
     counts.bind(1, sid);
     HF_ASSIGN_OR_RETURN(bool row, counts.step());
     if (!row) return absl::OkStatus();
-    int64_t count = counts.i64(0), bytes = counts.i64(1);
+    int64_t count = counts.int64(0), bytes = counts.int64(1);
     if (count <= retention_.max_events_per_stream && bytes <= retention_.max_bytes_per_stream) {
       return absl::OkStatus();
     }
-    Stmt oldest(db, "SELECT id, length(CAST(message AS BLOB)) FROM log_events WHERE "
-                    "stream_id=?1 ORDER BY ts, id");
-    HF_RETURN_IF_ERROR(oldest.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement oldest,
+                        db.prepare("SELECT id, length(CAST(message AS BLOB)) FROM log_events WHERE "
+                                   "stream_id=?1 ORDER BY ts, id"));
     oldest.bind(1, sid);
     std::vector<int64_t> drop;
     while (count > retention_.max_events_per_stream ||
            bytes > retention_.max_bytes_per_stream) {
       HF_ASSIGN_OR_RETURN(bool more, oldest.step());
       if (!more) break;
-      drop.push_back(oldest.i64(0));
+      drop.push_back(oldest.int64(0));
       --count;
-      bytes -= oldest.i64(1);
+      bytes -= oldest.int64(1);
     }
-    Stmt del(db, "DELETE FROM log_events WHERE id=?1");
-    HF_RETURN_IF_ERROR(del.prepared());
+    HF_ASSIGN_OR_RETURN(sqlite::Statement del, db.prepare("DELETE FROM log_events WHERE id=?1"));
     for (int64_t id : drop) {
       HF_RETURN_IF_ERROR(del.bind(1, id).run());
     }
-    Stmt upd(db,
-             "UPDATE log_streams SET event_count=?2, stored_bytes=?3, first_event_ms=(SELECT "
-             "MIN(ts) FROM log_events WHERE stream_id=?1) WHERE id=?1");
-    HF_RETURN_IF_ERROR(upd.prepared());
+    HF_ASSIGN_OR_RETURN(
+        sqlite::Statement upd,
+        db.prepare("UPDATE log_streams SET event_count=?2, stored_bytes=?3, first_event_ms=(SELECT "
+                   "MIN(ts) FROM log_events WHERE stream_id=?1) WHERE id=?1"));
     return upd.bind(1, sid).bind(2, count).bind(3, bytes).run();
   }
 
   const std::string path_;
-  Db writer_;
+  sqlite::Database writer_;
   const Clock& clock_;
   const RetentionPolicy retention_;
   std::mutex write_mu_;
   mutable std::mutex pool_mu_;
-  mutable std::vector<Db> pool_;
+  mutable std::vector<sqlite::Database> pool_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<LogStore>> OpenLogStore(const std::string& path, const Clock& clock,
                                                  RetentionPolicy retention) {
-  HF_ASSIGN_OR_RETURN(Db db, OpenDb(path, /*readonly=*/false));
-  HF_RETURN_IF_ERROR(Exec(db.get(), "PRAGMA journal_mode=WAL"));
-  HF_RETURN_IF_ERROR(Exec(db.get(), "PRAGMA synchronous=NORMAL"));
-  HF_RETURN_IF_ERROR(Exec(db.get(), kSchema));
+  HF_ASSIGN_OR_RETURN(sqlite::Database db, OpenDb(path, /*readonly=*/false));
+  HF_RETURN_IF_ERROR(db.exec("PRAGMA journal_mode=WAL"));
+  HF_RETURN_IF_ERROR(db.exec("PRAGMA synchronous=NORMAL"));
+  HF_RETURN_IF_ERROR(db.exec(kSchema));
   return std::unique_ptr<LogStore>(
       new SqliteLogStore(path, std::move(db), clock, retention));
 }
@@ -555,7 +483,7 @@ StatusOr<std::unique_ptr<LogStore>> OpenLogStore(const std::string& path, const 
 StatusOr<std::unique_ptr<LogStore>> OpenLogStoreInDataDir(const std::string& data_dir,
                                                           const Clock& clock,
                                                           RetentionPolicy retention) {
-  HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));
+  HF_RETURN_IF_ERROR(MakeDirs(data_dir, 0700));
   return OpenLogStore(data_dir + "/logs.db", clock, retention);
 }
 

@@ -12,12 +12,12 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "hyperfleet/common/fs.h"
 
 namespace hf::session {
 namespace {
@@ -34,9 +34,10 @@ struct CgroupMount {
 
 std::vector<CgroupMount> CgroupMounts() {
   std::vector<CgroupMount> mounts;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
+  const StatusOr<std::string> mountinfo = ReadFile("/proc/self/mountinfo");
+  if (!mountinfo.ok()) return mounts;
+  const std::vector<std::string> lines = absl::StrSplit(*mountinfo, '\n', absl::SkipEmpty());
+  for (const std::string& line : lines) {
     // id parent major:minor root mount-point options [optional...] - fstype source super
     const auto sep = line.find(" - ");
     if (sep == std::string::npos) continue;
@@ -71,12 +72,12 @@ void NodeProcess::Close() {
 }
 
 StatusOr<std::vector<std::string>> CgroupProcsFiles(int pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/cgroup"));
-  if (!in) return absl::NotFoundError(absl::StrCat("no process ", pid, " (its cgroups)"));
+  const StatusOr<std::string> cgroups = ReadFile(absl::StrCat("/proc/", pid, "/cgroup"));
+  if (!cgroups.ok()) return absl::NotFoundError(absl::StrCat("no process ", pid, " (its cgroups)"));
   const std::vector<CgroupMount> mounts = CgroupMounts();
   std::vector<std::string> files;
-  std::string line;
-  while (std::getline(in, line)) {
+  const std::vector<std::string> lines = absl::StrSplit(*cgroups, '\n', absl::SkipEmpty());
+  for (const std::string& line : lines) {
     // hierarchy-id:controllers:path; v2 is "0::path".
     const auto first = line.find(':');
     const auto second = line.find(':', first + 1);
@@ -118,6 +119,9 @@ int ShellExitStatus(int wait_status) {
   return 255;
 }
 
+// fork and exec by hand, not common/subprocess.h: between the two the child waits until the
+// parent has moved it into the node's cgroups, and takes the pty as its controlling terminal;
+// posix_spawn has no hook for either.
 StatusOr<NodeProcess> SpawnInNode(const NodeProcessSpec& spec) {
   // Everything the child needs is prepared here: after fork it may not allocate.
   std::vector<std::string> args = {spec.nsenter_path, "--target", std::to_string(spec.node_pid),

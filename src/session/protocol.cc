@@ -1,6 +1,7 @@
 #include "hyperfleet/session/protocol.h"
 
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/uri.h"
 
 namespace hf::session {
 namespace {
@@ -46,13 +47,6 @@ uint32_t GetBigEndian(std::string_view in, int bytes) {
   uint32_t value = 0;
   for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
   return value;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -159,60 +153,16 @@ StatusOr<Frame> DecodeFrame(std::string_view message) {
   }
 }
 
-std::string UrlEncode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : text) {
-    if (IsAlnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(c);
-    } else {
-      const auto b = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(kHex[b >> 4]);
-      out.push_back(kHex[b & 15]);
-    }
-  }
-  return out;
-}
-
-StatusOr<std::string> UrlDecode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '+') {
-      out.push_back(' ');
-    } else if (c == '%') {
-      const int hi = i + 1 < text.size() ? HexValue(text[i + 1]) : -1;
-      const int lo = i + 2 < text.size() ? HexValue(text[i + 2]) : -1;
-      if (hi < 0 || lo < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("malformed percent-escape in query at offset ", i));
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
 StatusOr<std::optional<std::string>> QueryParam(std::string_view query, std::string_view name) {
+  HF_ASSIGN_OR_RETURN(std::vector<hf::QueryParam> params, ParseQuery(query));
   std::optional<std::string> found;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const auto eq = pair.find('=');
-    HF_ASSIGN_OR_RETURN(std::string key, UrlDecode(pair.substr(0, eq)));
-    if (key != name) continue;
+  for (auto& p : params) {
+    if (p.name != name) continue;
     if (found) {
-      return absl::InvalidArgumentError(absl::StrCat("query parameter '", std::string(name), "' repeated"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("query parameter '", std::string(name), "' repeated"));
     }
-    HF_ASSIGN_OR_RETURN(std::string value, UrlDecode(eq == std::string_view::npos
-                                                         ? std::string_view()
-                                                         : pair.substr(eq + 1)));
-    found = std::move(value);
+    found = std::move(p.value);
   }
   return found;
 }

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/uri.h"
 #include "hyperfleet/session/protocol.h"
 #include "nlohmann/json.hpp"
 
@@ -189,15 +190,15 @@ class Client {
  private:
   std::string RequestTarget() const {
     std::string target =
-        absl::StrCat(std::string(kSessionPath), "?target=", UrlEncode(options_.target));
-    if (options_.command) absl::StrAppend(&target, "&command=", UrlEncode(*options_.command));
+        absl::StrCat(std::string(kSessionPath), "?target=", UriEncode(options_.target));
+    if (options_.command) absl::StrAppend(&target, "&command=", UriEncode(*options_.command));
     if (options_.pty) {
       std::string term = options_.term;
       if (term.empty()) {
         const char* env = std::getenv("TERM");
         term = env && *env ? env : "xterm-256color";
       }
-      absl::StrAppend(&target, "&pty=1&term=", UrlEncode(term));
+      absl::StrAppend(&target, "&pty=1&term=", UriEncode(term));
       if (auto size = WindowSize(options_.stdin_fd)) {
         absl::StrAppend(&target, "&cols=", size->first, "&rows=", size->second);
       }

@@ -1,7 +1,5 @@
 #include "hyperfleet/slurm/auto_resume.h"
 
-#include <sys/wait.h>
-
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -95,11 +93,6 @@ std::optional<bool> ParseAutoResumeValue(std::string_view value) {
   return std::nullopt;
 }
 
-int ExitCodeOf(int wait_status) {
-  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
-  return 1;
-}
 
 std::string JoinHostlists(const std::vector<std::string>& lists) {
   std::vector<std::string> kept;

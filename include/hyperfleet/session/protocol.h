@@ -106,13 +106,9 @@ std::string EncodeExit(int32_t status);
 /// a stdin-eof with payload.
 StatusOr<Frame> DecodeFrame(std::string_view message);
 
-/// Percent-encodes `text` for a query value (unreserved A-Z a-z 0-9 - _ . ~ kept; the rest
-/// %XX uppercase), as SigV4's canonical query does, so the signed and sent forms agree.
-std::string UrlEncode(std::string_view text);
-/// Decodes %XX and '+' (a space). Errors: InvalidArgument for a malformed escape.
-StatusOr<std::string> UrlDecode(std::string_view text);
-/// The value of query parameter `name` in `query` (the part after '?'), decoded; nullopt
-/// when absent. Errors: InvalidArgument for a malformed escape or a repeated parameter.
+/// The value of query parameter `name` in `query` (the part after '?'), decoded by
+/// hf::ParseQuery (clients encode with hf::UriEncode, as SigV4 signs); nullopt when absent.
+/// Errors: InvalidArgument for a malformed escape anywhere in `query` or a repeated `name`.
 StatusOr<std::optional<std::string>> QueryParam(std::string_view query, std::string_view name);
 
 }  // namespace hf::session

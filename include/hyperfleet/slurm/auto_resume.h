@@ -61,10 +61,6 @@ std::string TaskPluginError(std::string_view task_plugin);
 /// Parses the option value of --auto-resume: "1" → true, "0" → false, anything else nullopt.
 std::optional<bool> ParseAutoResumeValue(std::string_view value);
 
-/// The exit status a shell would report for a waitpid() status: the exit code, 128 + signal
-/// number for a killed process.
-int ExitCodeOf(int wait_status);
-
 /// Joins hostlist expressions (each may itself be a list: "ip-1,ip-[2-3]") with ',' for sinfo
 /// -n, dropping empty ones and exact duplicates; empty when none is left.
 std::string JoinHostlists(const std::vector<std::string>& lists);

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "hyperfleet/common/uri.h"
+
 namespace hf::session {
 namespace {
 
@@ -103,8 +105,8 @@ TEST(Frames, RejectsMalformed) {
 TEST(Query, EncodeDecodeAndLookup) {
   const std::string target = "sagemaker-cluster:aa11bbbbb222_w-i-0123abcd";
   const std::string command = "echo 'a b'; exit 7 & ~x=%";
-  EXPECT_EQ(UrlEncode("a b:/~"), "a%20b%3A%2F~");
-  const std::string query = "target=" + UrlEncode(target) + "&command=" + UrlEncode(command) +
+  EXPECT_EQ(UriEncode("a b:/~"), "a%20b%3A%2F~");
+  const std::string query = "target=" + UriEncode(target) + "&command=" + UriEncode(command) +
                             "&flag&x=1+2";
   EXPECT_EQ(QueryParam(query, "target")->value(), target);
   EXPECT_EQ(QueryParam(query, "command")->value(), command);
@@ -114,6 +116,7 @@ TEST(Query, EncodeDecodeAndLookup) {
   EXPECT_FALSE(QueryParam("a=1&a=2", "a").ok());
   EXPECT_FALSE(QueryParam("a=%4", "a").ok());
   EXPECT_FALSE(QueryParam("a=%zz", "a").ok());
+  EXPECT_FALSE(QueryParam("a=1&b=%zz", "a").ok());  // a malformed query is refused whole
 }
 
 }  // namespace

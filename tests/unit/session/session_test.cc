@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/auth/sigv4.h"
+#include "hyperfleet/common/uri.h"
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/session/protocol.h"
 #include "hyperfleet/session/session_client.h"
@@ -270,7 +271,7 @@ TEST_F(SessionTest, WrongSignatureIs403) {
   // The same on the wire: 403 before any upgrade, AWS JSON body.
   http::HttpRequest request;
   request.method = "GET";
-  request.target = absl::StrCat(std::string(kSessionPath), "?target=", UrlEncode(kGoodTarget));
+  request.target = absl::StrCat(std::string(kSessionPath), "?target=", UriEncode(kGoodTarget));
   request.headers = {{"Connection", "Upgrade"},
                      {"Upgrade", "websocket"},
                      {"Sec-WebSocket-Version", "13"},

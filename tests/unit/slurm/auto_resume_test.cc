@@ -96,12 +96,6 @@ TEST(AutoResume, OptionValueIsOneOrZero) {
   EXPECT_FALSE(ParseAutoResumeValue("10").has_value());
 }
 
-TEST(AutoResume, ExitCodesAreTheShellsOnes) {
-  EXPECT_EQ(ExitCodeOf(0), 0);
-  EXPECT_EQ(ExitCodeOf(3 << 8), 3);  // exited with 3
-  EXPECT_EQ(ExitCodeOf(9), 137);     // killed by SIGKILL
-}
-
 TEST(AutoResume, JoinsHostlistsForSinfo) {
   EXPECT_EQ(JoinHostlists({"ip-1,ip-[2-3]", "ip-1,ip-[2-3]", "", "(null)"}), "ip-1,ip-[2-3]");
   EXPECT_EQ(JoinHostlists({"ip-[1-2]", "ip-1"}), "ip-[1-2],ip-1");
