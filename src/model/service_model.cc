@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "hyperfleet/common/strings.h"
 #include "model/embedded_model.h"
 
 
@@ -30,8 +31,6 @@ constexpr size_t kMaxListedViolations = 100;  // violations spelled out in one m
 // only the length violation, and every match is capped in steps (a capped match fails).
 constexpr size_t kMaxPatternSubject = 4096;  // code points
 constexpr uint32_t kMatchLimit = 1'000'000;
-
-absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 Status InvalidArgument(std::string_view message) {
   return absl::InvalidArgumentError(AbslView(message));
