@@ -66,8 +66,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 86400));
   srv->add_option("--node-apt-proxy-port", server.node_apt_proxy_port,
                   "local provider: apt proxy port on the bridge host address (e.g. "
-                  "apt-cacher-ng's 3142); 0: nodes have no egress")
+                  "apt-cacher-ng's 3142); 0: none")
       ->capture_default_str();
+  srv->add_option("--node-egress", server.node_egress,
+                  "local provider: what nodes reach beyond their cluster: nat (a default "
+                  "route, masqueraded by the host), proxy (only the server's http_proxy/"
+                  "https_proxy) or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nat", "proxy", "none"}));
   srv->add_option("--s3-endpoint-url", server.s3_endpoint_url,
                   "S3-compatible endpoint for lifecycle scripts (signed with AWS_ACCESS_KEY_ID/"
                   "AWS_SECRET_ACCESS_KEY); default: the local bucket directory <data-dir>/s3");

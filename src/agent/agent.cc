@@ -217,6 +217,12 @@ Status LoadAgentEnv(const std::string& path, AgentOptions* options) {
   HF_RETURN_IF_ERROR(take("HF_AGENT_URL", &options->url));
   HF_RETURN_IF_ERROR(take("HF_INSTANCE_ID", &options->instance_id));
   HF_RETURN_IF_ERROR(take("HF_AGENT_TOKEN", &options->token));
+  options->script_environment.clear();
+  for (const char* key : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy",
+                          "NO_PROXY"}) {
+    auto it = values->find(key);
+    if (it != values->end()) options->script_environment.push_back(key + ("=" + it->second));
+  }
   return absl::OkStatus();
 }
 
@@ -564,6 +570,8 @@ struct Agent::Impl {
         "LANG=C.UTF-8",
         "SAGEMAKER_RESOURCE_CONFIG_PATH=" + NodePath(opt().root, kResourceConfigPath),
     };
+    run.environment.insert(run.environment.end(), opt().script_environment.begin(),
+                           opt().script_environment.end());
     run.timeout = std::chrono::seconds(spec.timeout_seconds);
     run.kill_grace = opt().kill_grace;
     run.max_line_bytes = opt().max_log_line_bytes;

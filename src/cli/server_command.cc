@@ -254,6 +254,13 @@ Status RunServer(const ServerFlags& flags) {
       return provider::InstanceCaps{spec->vcpus, spec->memory_gib, spec->nvme_gb.value_or(0)};
     };
     local.apt_proxy_port = flags.node_apt_proxy_port;
+    local.node_egress = flags.node_egress == "proxy" ? provider::NodeEgress::kProxy
+                        : flags.node_egress == "none" ? provider::NodeEgress::kNone
+                                                      : provider::NodeEgress::kNat;
+    for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                             "no_proxy", "NO_PROXY"}) {
+      if (const char* value = std::getenv(name)) local.proxy_environment[name] = value;
+    }
     HF_ASSIGN_OR_RETURN(provider, provider::LocalProvider::Create(local));
   }
 

@@ -51,6 +51,9 @@ struct AgentOptions {
   std::string url;          ///< HF_AGENT_URL, e.g. "http://10.224.4.1:9081"
   std::string instance_id;  ///< HF_INSTANCE_ID, e.g. "i-0123456789abcdef0"
   std::string token;        ///< HF_AGENT_TOKEN (hex HMAC, see docs/nodes.md)
+  /// KEY=VALUE added to lifecycle scripts' environment: the proxy variables of agent.env
+  /// (http_proxy, https_proxy, no_proxy, upper-case too; docs/nodes.md "Network").
+  std::vector<std::string> script_environment;
   /// Prefix of every node file the agent reads or writes ("/" on a node; a temp dir in
   /// tests). The script's SAGEMAKER_RESOURCE_CONFIG_PATH carries the prefix too.
   std::string root = "/";
@@ -117,7 +120,8 @@ std::string SlurmMarkCommands(const nlohmann::json& marks, const nlohmann::json&
 StatusOr<std::map<std::string, std::string>> ParseEnvFile(std::string_view text);
 
 /// Reads `path` (e.g. /etc/hyperfleet/agent.env) into `options`: HF_AGENT_URL,
-/// HF_INSTANCE_ID and HF_AGENT_TOKEN (all required; other keys are ignored).
+/// HF_INSTANCE_ID and HF_AGENT_TOKEN (all required), the proxy variables into
+/// script_environment (optional; other keys are ignored).
 /// Errors: NotFound when the file cannot be read, InvalidArgument for a malformed file or
 /// a missing key (named).
 Status LoadAgentEnv(const std::string& path, AgentOptions* options);

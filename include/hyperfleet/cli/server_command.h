@@ -36,6 +36,7 @@ struct ServerFlags {
   /// HOST:PORT where the node agent endpoint is also served (port 0 picks one; printed at
   /// start); empty: only on the local provider's cluster bridges.
   std::string agent_listen;
+  std::string node_egress = "nat";         ///< nat, proxy or none (docs/nodes.md "Network")
   // lifecycle bundles
   std::string s3_endpoint_url;             ///< S3-compatible endpoint; empty: <data-dir>/s3
 };

@@ -46,6 +46,13 @@ struct LocalNames {
   static std::string Hostname(std::string_view ipv4);
 };
 
+/// What a local node can reach beyond its cluster (docs/nodes.md "Network").
+enum class NodeEgress {
+  kNat,    ///< a default route via the bridge host address; the host masquerades
+  kProxy,  ///< no default route; the server's proxy settings reach the node
+  kNone,   ///< nothing outside the cluster but the agent endpoint (and the apt proxy)
+};
+
 /// The `local` provider. Thread-safe; launch() and terminate() return at once and the work
 /// runs on worker threads, which the destructor joins (nodes keep running after it).
 class LocalProvider final : public Provider {
@@ -69,13 +76,19 @@ class LocalProvider final : public Provider {
     /// {hyperfleet_binary, "node-supervisor"}.
     std::vector<std::string> supervisor_command;
     uint16_t apt_proxy_port = 0;  ///< 0 = no apt proxy file in nodes
+    /// Nodes' egress. `hyperfleet server` defaults to kNat; this struct to kNone.
+    NodeEgress node_egress = NodeEgress::kNone;
+    /// Proxy variables for nodes (http_proxy, https_proxy, no_proxy, upper-case too), e.g.
+    /// the server's environment; a proxy on loopback is reached at the bridge host address.
+    std::map<std::string, std::string> proxy_environment;
     int stop_timeout_seconds = 20;  ///< clean poweroff budget before the node is killed
   };
 
-  /// Checks the host (root, systemd-nspawn, ip), makes <data_dir>/local/fleet-id, and
+  /// Checks the host (root, systemd-nspawn, ip, nft), makes <data_dir>/local/fleet-id, and
   /// re-adopts the nodes of an earlier run (docs/nodes.md "A node's life" step 5).
   /// Errors: FailedPrecondition without root or without a required program (naming its
-  /// Debian package); InvalidArgument for a malformed node_network; Internal for an
+  /// Debian package); InvalidArgument for a malformed node_network or proxy variable, or
+  /// kProxy without an http(s)_proxy; Internal for an
   /// unwritable data dir.
   static StatusOr<std::unique_ptr<LocalProvider>> Create(const Options& options);
   ~LocalProvider() override;

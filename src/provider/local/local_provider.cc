@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/paths.h"
 #include "provider/local/ami_facts.h"
+#include "provider/local/cluster_network.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
@@ -153,9 +154,11 @@ class LocalProvider::Impl {
     std::shared_ptr<ImdsTokens> tokens = std::make_shared<ImdsTokens>();
   };
 
-  Impl(const Options& options, std::string fleet_id)
-      : options_(options), fleet_id_(std::move(fleet_id)) {
-    root_ = options_.data_dir + "/local";
+  Impl(const Options& options, std::string fleet_id, local::EgressConfig egress)
+      : options_(options),
+        fleet_id_(std::move(fleet_id)),
+        root_(options_.data_dir + "/local"),
+        networks_(std::move(egress), fleet_id_, root_) {
     hosts_thread_ = std::thread([this] { hostsLoop(); });
   }
 
@@ -321,6 +324,11 @@ class LocalProvider::Impl {
       const std::string cluster_id = entry.path().filename().string();
       if (!with_nodes.count(cluster_id)) tearDownClusterIfEmpty(cluster_id);
     }
+    // The fleet's rules as this run's flags say, before any node is set up again.
+    std::lock_guard lock(cluster_mu_);
+    if (Status st = networks_.Apply(); !st.ok()) {
+      spdlog::warn("local provider: {}", std::string(st.message()));
+    }
   }
 
   Status powerCycle(std::string_view instance_id) {
@@ -466,6 +474,7 @@ class LocalProvider::Impl {
       close(lock_fd);
       HF_RETURN_IF_ERROR(st);
     }
+    HF_RETURN_IF_ERROR(networks_.Apply());  // the cluster's isolation, before any node joins
     HF_RETURN_IF_ERROR(setUpImds(cluster_id, c));
     if (options_.agent_handler && !c.agent_server) {
       http::HttpServerOptions ho;
@@ -662,6 +671,9 @@ class LocalProvider::Impl {
     if (LinkExists(bridge)) (void)Run({"ip", "link", "del", bridge});
     std::error_code ec;
     fs::remove_all(absl::StrCat(root_, "/clusters/", cluster_id), ec);
+    if (Status st = networks_.Apply(); !st.ok()) {
+      spdlog::warn("local provider: {}", std::string(st.message()));
+    }
   }
 
   // ---- per node ----
@@ -748,11 +760,12 @@ class LocalProvider::Impl {
                               absl::StrCat(rec.ip, "/", kSubnetBits), "dev", "eth0"}));
     HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
-    HF_RETURN_IF_ERROR(
-        RunOk({"ip", "-n", ns, "route", "add", "10.254.254.254/32", "via", net.host_ip}));
-    HF_RETURN_IF_ERROR(
-        RunOk({"ip", "-n", ns, "route", "add", "169.254.169.254/32", "dev", "eth0"}));
-    return RunOk({"ip", "-n", ns, "route", "add", "unreachable", "default"});
+    for (const auto& route : networks_.NodeRoutes(net.host_ip)) {
+      std::vector<std::string> argv = {"ip", "-n", ns, "route", "add"};
+      argv.insert(argv.end(), route.begin(), route.end());
+      HF_RETURN_IF_ERROR(RunOk(argv));
+    }
+    return absl::OkStatus();
   }
 
   Status mountOverlay(const std::string& dir) {
@@ -879,8 +892,9 @@ class LocalProvider::Impl {
                                                 local::HostKernelRelease(), nodeBinds(rec)));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hostname", rec.hostname + "\n"));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hosts", hostsFile(rec.spec.cluster_id)));
-    HF_RETURN_IF_ERROR(local::WriteFileAtomic(
-        m + "/etc/resolv.conf", "# local nodes have no DNS server (docs/nodes.md)\n"));
+    const local::NodeNetwork node_net{net.host_ip, absl::StrCat(Ip(net.base), "/", kSubnetBits),
+                                      options_.region};
+    HF_RETURN_IF_ERROR(networks_.WriteNodeFiles(m, node_net));
     auto machine_id = local::ReadFile(m + "/etc/machine-id");
     if (!reboot || !machine_id.ok() || machine_id->size() < 32) {
       HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/machine-id", local::RandomHex(16) + "\n",
@@ -892,21 +906,13 @@ class LocalProvider::Impl {
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(
         m + "/etc/hyperfleet/agent.env",
         absl::StrCat("HF_AGENT_URL=http://", net.host_ip, ":", options_.agent_port,
-                     "\nHF_INSTANCE_ID=", rec.spec.instance_id, "\nHF_AGENT_TOKEN=", token, "\n"),
+                     "\nHF_INSTANCE_ID=", rec.spec.instance_id, "\nHF_AGENT_TOKEN=", token, "\n",
+                     networks_.AgentEnvLines(node_net)),
         0600));
     if (!fs::exists(m + "/opt/hyperfleet/bin/hyperfleet")) {
       HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/opt/hyperfleet/bin/hyperfleet", "", 0755));
     }
-    HF_RETURN_IF_ERROR(writeAutoResumePlugin(m));
-    if (options_.apt_proxy_port != 0) {
-      std::error_code ec;
-      fs::create_directories(m + "/etc/apt/apt.conf.d", ec);
-      HF_RETURN_IF_ERROR(local::WriteFileAtomic(
-          m + "/etc/apt/apt.conf.d/00hyperfleet-proxy",
-          absl::StrCat("Acquire::http::Proxy \"http://", net.host_ip, ":",
-                       options_.apt_proxy_port, "/\";\n")));
-    }
-    return absl::OkStatus();
+    return writeAutoResumePlugin(m);
   }
 
   // The srun --auto-resume SPANK plugin built next to the hyperfleet binary
@@ -1103,7 +1109,8 @@ class LocalProvider::Impl {
 
   const Options options_;
   const std::string fleet_id_;
-  std::string root_;
+  const std::string root_;
+  local::ClusterNetworks networks_;  // firewall, forwarding, nodes' egress files
 
   mutable std::mutex mu_;  // nodes_, records' fields, workers_
   std::map<std::string, std::shared_ptr<NodeRec>> nodes_;
@@ -1138,6 +1145,10 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
   if (!local::HaveProgram("ip")) {
     return absl::FailedPreconditionError("the local provider needs ip (Debian package iproute2)");
   }
+  if (!local::HaveProgram("nft")) {
+    return absl::FailedPreconditionError(
+        "the local provider needs nft to isolate clusters (Debian package nftables)");
+  }
   auto pool = ParsePrefix(options.node_network);
   if (!pool || pool->second > kSubnetBits) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -1164,6 +1175,7 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
       }
     }
   }
+  HF_ASSIGN_OR_RETURN(local::EgressConfig egress, local::MakeEgressConfig(options));
   Options opts = options;
   if (opts.hyperfleet_binary.empty()) {
     std::error_code ec;
@@ -1182,7 +1194,7 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
   }
   std::unique_ptr<LocalProvider> p(new LocalProvider(opts));
   p->fleet_id_ = fleet_id;
-  p->impl_ = std::make_unique<Impl>(opts, fleet_id);
+  p->impl_ = std::make_unique<Impl>(opts, fleet_id, std::move(egress));
   p->impl_->adopt();
   return p;
 }

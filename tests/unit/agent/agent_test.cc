@@ -245,6 +245,17 @@ TEST_F(AgentTest, SuccessWritesFilesDownloadsBundleRunsScriptAndStreamsOutput) {
   EXPECT_EQ(record["report"]["state"], "Succeeded");
 }
 
+TEST_F(AgentTest, ScriptsGetTheProxyVariablesOfAgentEnv) {
+  cp_.bundle["on_create.sh"] =
+      "#!/bin/sh\necho \"proxy=$http_proxy|$HTTPS_PROXY|$no_proxy\"\n";
+  AgentOptions options = Options();
+  options.script_environment = {"http_proxy=http://10.224.4.1:3128",
+                                "HTTPS_PROXY=http://10.224.4.1:3128", "no_proxy=localhost"};
+  ASSERT_TRUE(RunAgent(options).ok());
+  EXPECT_TRUE(Contains(cp_.LogMessages(),
+                       "proxy=http://10.224.4.1:3128|http://10.224.4.1:3128|localhost"));
+}
+
 TEST_F(AgentTest, OnInitCompleteRunsAfterOnCreate) {
   cp_.registration["lifecycle"]["on_init_complete"] = "init_complete.sh";
   cp_.bundle["on_create.sh"] = "#!/bin/sh\necho create\n";
@@ -576,6 +587,21 @@ TEST(AgentEnvTest, LoadAgentEnvNamesTheMissingKey) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(status.message()).find("HF_AGENT_TOKEN"), std::string::npos);
   EXPECT_EQ(LoadAgentEnv(path + ".absent", &options).code(), absl::StatusCode::kNotFound);
+  fs::remove_all(tmpl);
+}
+
+TEST(AgentEnvTest, LoadAgentEnvKeepsProxyVariablesForScripts) {
+  char tmpl[] = "/tmp/hf-agent-env-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/agent.env";
+  std::ofstream(path) << "HF_AGENT_URL=http://x\nHF_INSTANCE_ID=i-1\nHF_AGENT_TOKEN=t\n"
+                         "http_proxy=http://10.224.4.1:3128\nNO_PROXY=localhost,10.224.4.0/22\n"
+                         "OTHER=ignored\n";
+  AgentOptions options;
+  ASSERT_TRUE(LoadAgentEnv(path, &options).ok());
+  EXPECT_EQ(options.script_environment,
+            (std::vector<std::string>{"http_proxy=http://10.224.4.1:3128",
+                                      "NO_PROXY=localhost,10.224.4.0/22"}));
   fs::remove_all(tmpl);
 }
 

@@ -1,0 +1,228 @@
+#include "provider/local/cluster_network.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "hyperfleet/common/paths.h"
+#include "provider/local/sys.h"
+
+namespace hf::provider::local {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kIpForward = "/proc/sys/net/ipv4/ip_forward";
+constexpr const char* kForwardMarker = "/run/hyperfleet/ip_forward.on";
+
+// The first IPv4 address of `name`, or "" (getaddrinfo, as the node's resolver would).
+std::string ResolveIpv4(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return "";
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
+  freeaddrinfo(res);
+  return buf;
+}
+
+bool AnyHyperfleetBridge() {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/class/net", ec)) {
+    if (absl::StartsWith(e.path().filename().string(), "hfb")) return true;
+  }
+  return false;
+}
+
+// `path` (inside the node root `merged`) when its directory, links resolved, is still inside
+// the node's tree; a node's root could otherwise point /etc/apt at a host directory.
+bool InsideNode(const std::string& merged, const std::string& path) {
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(fs::path(path).parent_path(), ec);
+  const fs::path root = fs::weakly_canonical(merged, ec);
+  return !ec && absl::StartsWith(dir.string() + "/", root.string() + "/");
+}
+
+// The node file's text when it is a regular file (not a link), else "".
+std::string ReadNodeFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(path, ec))) return "";
+  auto text = ReadFile(path);
+  return text.ok() ? *text : "";
+}
+
+// Writes `value` to a /proc/sys file (no temporary file there).
+bool WriteSysctl(const char* path, const char* value) {
+  std::ofstream out(path);
+  out << value;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// Writes `text` to the node file `path`, or removes it when `text` is empty and `remove`.
+Status PutNodeFile(const std::string& merged, const std::string& path, const std::string& text,
+                   bool remove = true) {
+  if (!InsideNode(merged, path)) {
+    spdlog::warn("local provider: {} leads out of the node's tree; not written", path);
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  if (text.empty() && remove) {
+    fs::remove(path, ec);
+    return absl::OkStatus();
+  }
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  return WriteFileAtomic(path, text, 0644);
+}
+
+}  // namespace
+
+StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {
+  EgressConfig c;
+  c.egress = options.node_egress;
+  c.agent_port = options.agent_port;
+  c.apt_proxy_port = options.apt_proxy_port;
+  c.region = options.region;
+  HF_ASSIGN_OR_RETURN(c.proxies, ProxySettingsFrom(options.proxy_environment));
+  if (c.egress != NodeEgress::kProxy) return c;
+  if (!c.proxies.any()) {
+    return absl::InvalidArgumentError(
+        "--node-egress proxy needs http_proxy or https_proxy in the server's environment");
+  }
+  // Without a default route a node cannot ask DNS for a proxy's address: resolve it here.
+  for (auto* p : {&c.proxies.http, &c.proxies.https}) {
+    if (!*p || (*p)->OnHostLoopback()) continue;
+    in_addr a{};
+    if (inet_pton(AF_INET, (*p)->host.c_str(), &a) == 1) continue;
+    const std::string ip = ResolveIpv4((*p)->host);
+    if (ip.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--node-egress proxy: the proxy host ", (*p)->host, " has no IPv4 address"));
+    }
+    spdlog::info("local provider: nodes reach proxy {} at {}", (*p)->host, ip);
+    (*p)->host = ip;
+  }
+  return c;
+}
+
+ClusterNetworks::ClusterNetworks(EgressConfig config, std::string fleet_id, std::string root)
+    : config_(std::move(config)), fleet_id_(std::move(fleet_id)), root_(std::move(root)) {}
+
+FirewallSpec ClusterNetworks::Spec() const {
+  FirewallSpec spec;
+  spec.fleet_id = fleet_id_;
+  spec.egress = config_.egress;
+  spec.agent_port = config_.agent_port;
+  spec.host_ports = HostProxyPorts(config_.proxies);
+  if (config_.apt_proxy_port != 0) spec.host_ports.push_back(config_.apt_proxy_port);
+  if (config_.egress == NodeEgress::kProxy) spec.remote_proxies = RemoteProxies(config_.proxies);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_ + "/clusters", ec)) {
+    auto text = ReadFile(entry.path().string() + "/network.json");
+    if (!text.ok()) continue;
+    const auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object()) continue;
+    ClusterSubnet c{entry.path().filename().string(), j.value("bridge", ""),
+                    j.value("subnet", ""), j.value("host_address", "")};
+    if (!c.bridge.empty() && !c.subnet.empty() && !c.host_ip.empty()) {
+      spec.clusters.push_back(std::move(c));
+    }
+  }
+  return spec;
+}
+
+Status ClusterNetworks::Apply() {
+  const FirewallSpec spec = Spec();
+  const std::string script = root_ + "/firewall.nft";
+  HF_RETURN_IF_ERROR(WriteFileAtomic(script, RenderFirewall(spec), 0600));
+  HF_ASSIGN_OR_RETURN(auto r, Run({"nft", "-f", script}));
+  if (r.exit_code != 0) {
+    return absl::InternalError(absl::StrCat("nft -f ", script, " failed: ", r.output));
+  }
+  return SetForwarding(NeedsForwarding(spec));
+}
+
+Status ClusterNetworks::SetForwarding(bool needed) {
+  HF_RETURN_IF_ERROR(EnsureDirectory("/run/hyperfleet"));
+  const int fd = open("/run/hyperfleet/network.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError("cannot open /run/hyperfleet/network.lock");
+  flock(fd, LOCK_EX);
+  Status st;
+  auto current = ReadFile(kIpForward);
+  const bool on = current.ok() && absl::StripAsciiWhitespace(*current) == "1";
+  if (needed && !on) {
+    // The marker first: a crash in between leaves forwarding off, never on and forgotten.
+    st = WriteFileAtomic(kForwardMarker, "Hyperfleet turned net.ipv4.ip_forward on\n", 0644);
+    if (st.ok() && !WriteSysctl(kIpForward, "1\n")) {
+      st = absl::InternalError("cannot turn IPv4 forwarding on (net.ipv4.ip_forward)");
+    }
+    if (st.ok()) spdlog::info("local provider: turned IPv4 forwarding on (--node-egress)");
+  } else if (!needed && fs::exists(kForwardMarker) && !AnyHyperfleetBridge()) {
+    if (on && !WriteSysctl(kIpForward, "0\n")) {
+      spdlog::warn("local provider: cannot turn IPv4 forwarding back off");
+    } else {
+      unlink(kForwardMarker);
+      if (on) spdlog::info("local provider: turned IPv4 forwarding back off (no cluster left)");
+    }
+  }
+  flock(fd, LOCK_UN);
+  close(fd);
+  return st;
+}
+
+std::vector<std::vector<std::string>> ClusterNetworks::NodeRoutes(
+    const std::string& host_ip) const {
+  return local::NodeRoutes(config_.egress, host_ip,
+                           config_.egress == NodeEgress::kProxy ? RemoteProxies(config_.proxies)
+                                                                : std::vector<TcpEndpoint>{});
+}
+
+Status ClusterNetworks::WriteNodeFiles(const std::string& m, const NodeNetwork& net) {
+  std::string note;
+  auto host = ReadFile("/etc/resolv.conf");
+  auto upstream = ReadFile("/run/systemd/resolve/resolv.conf");
+  const std::string resolv = ResolvConf(config_.egress, host.ok() ? *host : "",
+                                        upstream.ok() ? *upstream : "", &note);
+  if (!note.empty() && !resolv_note_logged_.exchange(true)) {
+    spdlog::warn("local provider: {}", note);
+  }
+  HF_RETURN_IF_ERROR(PutNodeFile(m, m + "/etc/resolv.conf", resolv));
+  const auto env = NodeProxyEnvironment(config_.proxies, net);
+  const std::string environment = m + "/etc/environment";
+  const std::string before = ReadNodeFile(environment);
+  if (const std::string after = EditEtcEnvironment(before, env); after != before) {
+    HF_RETURN_IF_ERROR(PutNodeFile(m, environment, after, /*remove=*/false));
+  }
+  HF_RETURN_IF_ERROR(PutNodeFile(m, m + "/etc/apt/apt.conf.d/00hyperfleet-proxy",
+                                 AptProxyConf(env, config_.apt_proxy_port, net.host_ip)));
+  const std::string pip = m + "/etc/pip.conf";
+  std::error_code ec;
+  const bool users = fs::exists(fs::symlink_status(pip, ec)) &&
+                     !absl::StartsWith(ReadNodeFile(pip), kPipConfMarker);
+  if (!users) HF_RETURN_IF_ERROR(PutNodeFile(m, pip, PipConf(env)));
+  return absl::OkStatus();
+}
+
+std::string ClusterNetworks::AgentEnvLines(const NodeNetwork& net) const {
+  std::string out;
+  for (const auto& [k, v] : NodeProxyEnvironment(config_.proxies, net)) {
+    absl::StrAppend(&out, k, "=", v, "\n");
+  }
+  return out;
+}
+
+}  // namespace hf::provider::local
