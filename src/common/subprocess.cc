@@ -40,15 +40,6 @@ void CloseFd(int& fd) {
   fd = -1;
 }
 
-int PidfdOpen(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
 bool IsExecutableFile(const std::string& path) {
   struct stat st {};
   return ::access(path.c_str(), X_OK) == 0 && ::stat(path.c_str(), &st) == 0 &&
@@ -126,6 +117,15 @@ std::optional<std::string> FindProgram(std::string_view name) {
     if (IsExecutableFile(candidate)) return candidate;
   }
   return std::nullopt;
+}
+
+int PidfdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  errno = ENOSYS;
+  return -1;
+#endif
 }
 
 std::string SignalName(int signal) {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <sys/stat.h>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 
 namespace hf::session {
 namespace {
@@ -109,14 +109,6 @@ StatusOr<std::vector<std::string>> CgroupProcsFiles(int pid) {
     }
   }
   return files;
-}
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-
-int ShellExitStatus(int wait_status) {
-  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
-  return 255;
 }
 
 // fork and exec by hand, not common/subprocess.h: between the two the child waits until the

@@ -54,11 +54,4 @@ StatusOr<std::vector<std::string>> CgroupProcsFiles(int pid);
 /// (the message says which and why); NotFound when the node's init is gone.
 StatusOr<NodeProcess> SpawnInNode(const NodeProcessSpec& spec);
 
-/// pidfd_open(2) (glibc 2.36's <sys/pidfd.h> lacks C linkage for C++, so the raw syscall):
-/// a close-on-exec pidfd of `pid`, or -1 with errno.
-int PidfdOpen(pid_t pid);
-
-/// A wait status as a shell reports it: the exit code, or 128 + the signal number.
-int ShellExitStatus(int wait_status);
-
 }  // namespace hf::session

@@ -30,6 +30,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/subprocess.h"
 #include "node_process.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -321,7 +322,7 @@ class Pump : public std::enable_shared_from_this<Pump> {
     int status = 0;
     while (waitpid(proc_.pid, &status, 0) < 0 && errno == EINTR) {
     }
-    exit_status_ = ShellExitStatus(status);
+    exit_status_ = ProcessExit::FromWaitStatus(status).exit_code;
     exited_ = true;
     grace_.cancel();
     beast::error_code ignored;

@@ -86,6 +86,11 @@ std::optional<std::string> FindProgram(std::string_view name);
 /// "SIGKILL"-style name of a signal number ("signal N" when unknown).
 std::string SignalName(int signal);
 
+/// pidfd_open(2), by raw syscall (glibc 2.36's <sys/pidfd.h> lacks C linkage for C++): a
+/// close-on-exec descriptor of `pid` that polls readable once it has ended; -1 with errno
+/// (ESRCH when there is no such process, ENOSYS before Linux 5.3).
+int PidfdOpen(pid_t pid);
+
 /// The errno (ENOENT, EACCES, ENOEXEC, ...) that made Subprocess::Spawn or RunProcess fail
 /// to start a program; 0 when `status` is no such failure.
 int SpawnErrno(const Status& status);

@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -54,7 +53,7 @@ std::vector<std::string> StatFields(const std::string& stat) {
 
 // Waits (on a pidfd, no polling) until process `pid` has ended; true when it has.
 bool EndsWithin(pid_t pid, milliseconds limit) {
-  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  const int fd = PidfdOpen(pid);
   if (fd < 0) return errno == ESRCH;  // already gone and reaped
   pollfd p{fd, POLLIN, 0};
   const int ready = ::poll(&p, 1, static_cast<int>(limit.count()));

@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/auth/sigv4.h"
+#include "hyperfleet/common/subprocess.h"
 #include "hyperfleet/common/uri.h"
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/session/protocol.h"
@@ -89,7 +90,7 @@ std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds timeout) {
   if (ready != 1) return std::nullopt;
   int status = 0;
   waitpid(pid, &status, 0);
-  return ShellExitStatus(status);
+  return ProcessExit::FromWaitStatus(status).exit_code;
 }
 
 // True once /proc/<pid> is gone or a zombie.
@@ -448,7 +449,7 @@ TEST(NodeProcess, JoinsTheNodeInitsCgroups) {
   kill(init, SIGKILL);
   waitpid(init, nullptr, 0);
   std::filesystem::remove(node_cgroup, ec);
-  EXPECT_EQ(ShellExitStatus(status), 0);
+  EXPECT_EQ(ProcessExit::FromWaitStatus(status).exit_code, 0);
   EXPECT_THAT(output, HasSubstr(absl::StrCat("/hf-session-test-", getpid())));
 }
 
