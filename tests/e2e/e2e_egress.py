@@ -206,6 +206,11 @@ class OutsideHost:
         subprocess.run(["ip", "netns", "del", self.ns])
 
 
+def nft_table(fleet):
+    return subprocess.run(["nft", "list", "table", "inet", f"hyperfleet-{fleet}"],
+                          capture_output=True, text=True, check=True).stdout
+
+
 def table_exists(fleet):
     return subprocess.run(["nft", "list", "table", "inet", f"hyperfleet-{fleet}"],
                           capture_output=True).returncode == 0
@@ -322,6 +327,16 @@ class EgressTest(unittest.TestCase):
         finally:
             subprocess.run(["ip", "-n", ns, "route", "replace", "unreachable", "default"])
         self.assertTrue(probe(ns, host, 9081), "the agent endpoint stays open")
+
+    def test_5_a_server_restart_keeps_the_rules(self):
+        before = nft_table(self.nat.fleet)
+        self.nat.server.stop()
+        self.assertEqual(nft_table(self.nat.fleet), before, "the rules outlive the server")
+        self.nat.start()  # adopts the running nodes and applies the same table again
+        wait_until(lambda: self.nat.nodes("eg-a"), timeout=60, what="nodes listed again")
+        self.assertEqual(nft_table(self.nat.fleet), before)
+        port = self.outside.listener.port
+        self.assertTrue(probe(self.nat.netns(self.a[0][0]), self.outside.ip, port))
 
     def test_9_deleting_clusters_removes_the_rules(self):
         for fleet in self.fleets:

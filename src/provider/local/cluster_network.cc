@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/paths.h"
+#include "provider/local/ipv4.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider::local {
@@ -91,6 +92,96 @@ Status PutNodeFile(const std::string& merged, const std::string& path, const std
 
 }  // namespace
 
+bool NetnsExists(const std::string& ns) { return fs::exists("/run/netns/" + ns); }
+bool LinkExists(const std::string& dev) { return fs::exists("/sys/class/net/" + dev); }
+
+StatusOr<uint32_t> ChooseClusterSubnet(const std::string& pool_cidr,
+                                       const std::string& clusters_dir) {
+  auto pool = ParseIpv4Prefix(pool_cidr);
+  if (!pool || pool->second > kSubnetBits) {
+    return absl::InvalidArgumentError(absl::StrCat("node network ", pool_cidr,
+                                                   " is not a CIDR of /", kSubnetBits,
+                                                   " or larger"));
+  }
+  std::vector<Ipv4Prefix> taken;
+  HF_ASSIGN_OR_RETURN(auto addrs, Run({"ip", "-j", "-4", "addr", "show"}));
+  HF_ASSIGN_OR_RETURN(auto routes, Run({"ip", "-j", "-4", "route", "show", "table", "all"}));
+  auto a = nlohmann::json::parse(addrs.output, nullptr, false);
+  if (a.is_array()) {
+    for (const auto& link : a) {
+      for (const auto& info : link.value("addr_info", nlohmann::json::array())) {
+        auto p = ParseIpv4Prefix(
+            absl::StrCat(info.value("local", ""), "/", info.value("prefixlen", 32)));
+        if (p) taken.push_back(*p);
+      }
+    }
+  }
+  auto r = nlohmann::json::parse(routes.output, nullptr, false);
+  if (r.is_array()) {
+    for (const auto& route : r) {
+      const std::string dst = route.value("dst", "default");
+      if (dst == "default") continue;
+      if (auto p = ParseIpv4Prefix(dst)) taken.push_back(*p);
+    }
+  }
+  std::error_code ec;  // subnets of this data dir's other clusters
+  for (const auto& entry : fs::directory_iterator(clusters_dir, ec)) {
+    auto text = ReadFile(entry.path().string() + "/network.json");
+    if (!text.ok()) continue;
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object()) {
+      if (auto p = ParseIpv4Prefix(j.value("subnet", ""))) taken.push_back(*p);
+    }
+  }
+  if (auto base = FirstFreeSubnet(*pool, kSubnetBits, taken)) return *base;
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no free /", kSubnetBits, " left in node network ", pool_cidr));
+}
+
+Status EnsureClusterBridge(const std::string& bridge, const std::string& host_ip) {
+  if (!LinkExists(bridge)) {
+    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", bridge, "type", "bridge"}));
+  }
+  // A bridge without an address of its own takes its lowest port's: adding or removing a
+  // node then changes the MAC behind the host address, every node's ARP entry goes stale
+  // and heartbeats stop for 10-30 s, long enough to look hung. A fixed, locally
+  // administered address (from the bridge's name) never changes.
+  auto assign = ReadFile("/sys/class/net/" + bridge + "/addr_assign_type");
+  if (!assign.ok() || absl::StripAsciiWhitespace(*assign) != "3") {
+    const std::string h = Sha256Hex(bridge);
+    const std::string mac = absl::StrCat("02:", h.substr(0, 2), ":", h.substr(2, 2), ":",
+                                         h.substr(4, 2), ":", h.substr(6, 2), ":",
+                                         h.substr(8, 2));
+    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", "dev", bridge, "address", mac}));
+  }
+  HF_ASSIGN_OR_RETURN(auto shown, Run({"ip", "-4", "-o", "addr", "show", "dev", bridge}));
+  if (shown.output.find(" " + host_ip + "/") == std::string::npos) {
+    HF_RETURN_IF_ERROR(
+        RunOk({"ip", "addr", "add", absl::StrCat(host_ip, "/", kSubnetBits), "dev", bridge}));
+  }
+  return RunOk({"ip", "link", "set", bridge, "up"});
+}
+
+Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std::string& bridge,
+                      const std::string& ip, const std::vector<std::vector<std::string>>& routes) {
+  if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});  // stale from a crash
+  if (LinkExists(veth)) (void)Run({"ip", "link", "del", veth});
+  HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
+  HF_RETURN_IF_ERROR(
+      RunOk({"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns}));
+  HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", veth, "master", bridge, "up"}));
+  HF_RETURN_IF_ERROR(
+      RunOk({"ip", "-n", ns, "addr", "add", absl::StrCat(ip, "/", kSubnetBits), "dev", "eth0"}));
+  HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+  HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
+  for (const auto& route : routes) {
+    std::vector<std::string> argv = {"ip", "-n", ns, "route", "add"};
+    argv.insert(argv.end(), route.begin(), route.end());
+    HF_RETURN_IF_ERROR(RunOk(argv));
+  }
+  return absl::OkStatus();
+}
+
 StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {
   EgressConfig c;
   c.egress = options.node_egress;
@@ -106,8 +197,7 @@ StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {
   // Without a default route a node cannot ask DNS for a proxy's address: resolve it here.
   for (auto* p : {&c.proxies.http, &c.proxies.https}) {
     if (!*p || (*p)->OnHostLoopback()) continue;
-    in_addr a{};
-    if (inet_pton(AF_INET, (*p)->host.c_str(), &a) == 1) continue;
+    if (ParseIpv4((*p)->host)) continue;
     const std::string ip = ResolveIpv4((*p)->host);
     if (ip.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -14,6 +14,29 @@
 
 namespace hf::provider::local {
 
+inline constexpr int kSubnetBits = 22;  ///< one /22 per cluster (docs/nodes.md "Network")
+inline constexpr uint32_t kSubnetSize = 1u << (32 - kSubnetBits);
+
+/// True when network namespace `ns` exists (/run/netns/<ns>).
+bool NetnsExists(const std::string& ns);
+/// True when network interface `dev` exists.
+bool LinkExists(const std::string& dev);
+
+/// A free /22 of `pool` (a CIDR) for a new cluster: one that overlaps no address or route
+/// of the host (`ip -j`) and no subnet in `clusters_dir`/*/network.json. Call under
+/// /run/hyperfleet/network.lock. Errors: InvalidArgument (pool not a CIDR of /22 or
+/// larger), ResourceExhausted (none free), Internal (ip failed).
+StatusOr<uint32_t> ChooseClusterSubnet(const std::string& pool, const std::string& clusters_dir);
+
+/// Makes the cluster bridge `bridge` (if missing) with a fixed MAC from its name, the host
+/// address `host_ip`/22, and sets it up. Idempotent. Errors: Internal naming the command.
+Status EnsureClusterBridge(const std::string& bridge, const std::string& host_ip);
+
+/// Makes a node's network namespace `ns` afresh: veth `veth` on `bridge` (eth0 inside, with
+/// `ip`/22), lo up, and `routes` (`ip route add` arguments). Errors: Internal.
+Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std::string& bridge,
+                      const std::string& ip, const std::vector<std::vector<std::string>>& routes);
+
 /// A data dir's egress settings, checked once at start.
 struct EgressConfig {
   NodeEgress egress = NodeEgress::kNone;

@@ -35,11 +35,20 @@
 #include "hyperfleet/common/paths.h"
 #include "provider/local/ami_facts.h"
 #include "provider/local/cluster_network.h"
+#include "provider/local/ipv4.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using local::Ipv4Text;
+using local::kSubnetBits;
+using local::kSubnetSize;
+using local::LinkExists;
+using local::NetnsExists;
+using local::ParseIpv4;
+using local::ParseIpv4Prefix;
+using local::PrefixesOverlap;
 using local::Run;
 using local::RunOk;
 
@@ -69,40 +78,6 @@ std::string LocalNames::Hostname(std::string_view ipv4) {
 }
 
 namespace {
-
-constexpr int kSubnetBits = 22;  // one /22 per cluster (docs/nodes.md "Network")
-constexpr uint32_t kSubnetSize = 1u << (32 - kSubnetBits);
-
-std::string Ip(uint32_t addr) {
-  in_addr a{htonl(addr)};
-  char buf[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &a, buf, sizeof buf);
-  return buf;
-}
-std::optional<uint32_t> ParseIp(std::string_view text) {
-  in_addr a{};
-  if (inet_pton(AF_INET, std::string(text).c_str(), &a) != 1) return std::nullopt;
-  return ntohl(a.s_addr);
-}
-uint32_t Mask(int bits) { return bits <= 0 ? 0 : (bits >= 32 ? ~0u : ~0u << (32 - bits)); }
-bool Overlaps(uint32_t a, int abits, uint32_t b, int bbits) {
-  const uint32_t m = Mask(std::min(abits, bbits));
-  return (a & m) == (b & m);
-}
-// "a.b.c.d/n" (or a bare address = /32).
-std::optional<std::pair<uint32_t, int>> ParsePrefix(std::string_view text) {
-  std::pair<std::string, std::string> parts = absl::StrSplit(std::string(text), absl::MaxSplits('/', 1));
-  auto addr = ParseIp(parts.first);
-  int bits = 32;
-  if (!addr || (!parts.second.empty() && !absl::SimpleAtoi(parts.second, &bits)) || bits < 0 ||
-      bits > 32) {
-    return std::nullopt;
-  }
-  return std::make_pair(*addr & Mask(bits), bits);
-}
-
-bool NetnsExists(const std::string& ns) { return fs::exists("/run/netns/" + ns); }
-bool LinkExists(const std::string& dev) { return fs::exists("/sys/class/net/" + dev); }
 
 // An IMDSv2 session token store (per cluster).
 struct ImdsTokens {
@@ -376,59 +351,6 @@ class LocalProvider::Impl {
 
   // ---- per cluster ----
 
-  StatusOr<uint32_t> chooseSubnet() {
-    auto pool = ParsePrefix(options_.node_network);
-    if (!pool || pool->second > kSubnetBits) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node network ", options_.node_network, " is not a CIDR of /",
-                       kSubnetBits, " or larger"));
-    }
-    std::vector<std::pair<uint32_t, int>> taken;
-    HF_ASSIGN_OR_RETURN(auto addrs, Run({"ip", "-j", "-4", "addr", "show"}));
-    HF_ASSIGN_OR_RETURN(auto routes, Run({"ip", "-j", "-4", "route", "show", "table", "all"}));
-    auto a = nlohmann::json::parse(addrs.output, nullptr, false);
-    if (a.is_array()) {
-      for (const auto& link : a) {
-        for (const auto& info : link.value("addr_info", nlohmann::json::array())) {
-          auto p = ParsePrefix(absl::StrCat(info.value("local", ""), "/",
-                                            info.value("prefixlen", 32)));
-          if (p) taken.push_back(*p);
-        }
-      }
-    }
-    auto r = nlohmann::json::parse(routes.output, nullptr, false);
-    if (r.is_array()) {
-      for (const auto& route : r) {
-        const std::string dst = route.value("dst", "default");
-        if (dst == "default") continue;
-        if (auto p = ParsePrefix(dst)) taken.push_back(*p);
-      }
-    }
-    std::error_code ec;  // subnets of this data dir's other clusters
-    for (const auto& entry : fs::directory_iterator(root_ + "/clusters", ec)) {
-      auto text = local::ReadFile(entry.path().string() + "/network.json");
-      if (!text.ok()) continue;
-      auto j = nlohmann::json::parse(*text, nullptr, false);
-      if (j.is_object()) {
-        if (auto p = ParsePrefix(j.value("subnet", ""))) taken.push_back(*p);
-      }
-    }
-    const uint32_t count = 1u << (kSubnetBits - pool->second);
-    for (uint32_t k = 0; k < count; ++k) {
-      const uint32_t base = pool->first + k * kSubnetSize;
-      bool free = true;
-      for (const auto& [addr, bits] : taken) {
-        if (Overlaps(base, kSubnetBits, addr, bits)) {
-          free = false;
-          break;
-        }
-      }
-      if (free) return base;
-    }
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no free /", kSubnetBits, " left in node network ", options_.node_network));
-  }
-
   StatusOr<NetInfo> ensureCluster(const std::string& cluster_id) {
     std::lock_guard lock(cluster_mu_);
     ClusterNet& c = clusters_[cluster_id];
@@ -448,27 +370,28 @@ class LocalProvider::Impl {
     const std::string network_file = c.dir + "/network.json";
     if (auto text = local::ReadFile(network_file); text.ok()) {
       auto j = nlohmann::json::parse(*text, nullptr, false);
-      auto p = j.is_object() ? ParsePrefix(j.value("subnet", "")) : std::nullopt;
+      auto p = j.is_object() ? ParseIpv4Prefix(j.value("subnet", "")) : std::nullopt;
       if (!p) return absl::InternalError(absl::StrCat("malformed ", network_file));
       c.base = p->first;
-      c.host_ip = Ip(c.base + 1);
-      HF_RETURN_IF_ERROR(ensureBridge(c));
+      c.host_ip = Ipv4Text(c.base + 1);
+      HF_RETURN_IF_ERROR(local::EnsureClusterBridge(c.bridge, c.host_ip));
     } else {
       // Host-wide lock: another server may be choosing a subnet at the same time.
       HF_RETURN_IF_ERROR(EnsureDirectory("/run/hyperfleet"));
       const int lock_fd = open("/run/hyperfleet/network.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
       if (lock_fd < 0) return absl::InternalError("cannot open /run/hyperfleet/network.lock");
       flock(lock_fd, LOCK_EX);
-      auto base = chooseSubnet();
+      auto base = local::ChooseClusterSubnet(options_.node_network, root_ + "/clusters");
       Status st = base.status();
       if (st.ok()) {
         c.base = *base;
-        c.host_ip = Ip(c.base + 1);
-        nlohmann::json j = {{"subnet", absl::StrCat(Ip(c.base), "/", kSubnetBits)},
+        c.host_ip = Ipv4Text(c.base + 1);
+        nlohmann::json j = {{"subnet", absl::StrCat(Ipv4Text(c.base), "/", kSubnetBits)},
                             {"bridge", c.bridge},
                             {"host_address", c.host_ip}};
         st = local::WriteFileAtomic(network_file, j.dump(2) + "\n");
-        if (st.ok()) st = ensureBridge(c);  // under the lock: the address now shows as taken
+        // Under the lock: the address now shows as taken.
+        if (st.ok()) st = local::EnsureClusterBridge(c.bridge, c.host_ip);
       }
       flock(lock_fd, LOCK_UN);
       close(lock_fd);
@@ -492,30 +415,6 @@ class LocalProvider::Impl {
     return NetInfo{c.base, c.bridge, c.host_ip};
   }
 
-  Status ensureBridge(const ClusterNet& c) {
-    if (!LinkExists(c.bridge)) {
-      HF_RETURN_IF_ERROR(RunOk({"ip", "link", "add", c.bridge, "type", "bridge"}));
-    }
-    // A bridge without an address of its own takes its lowest port's: adding or removing a
-    // node then changes the MAC behind the host address, every node's ARP entry goes stale
-    // and heartbeats stop for 10-30 s, long enough to look hung. A fixed, locally
-    // administered address (from the bridge's name) never changes.
-    auto assign = local::ReadFile("/sys/class/net/" + c.bridge + "/addr_assign_type");
-    if (!assign.ok() || absl::StripAsciiWhitespace(*assign) != "3") {
-      const std::string h = local::Sha256Hex(c.bridge);
-      const std::string mac = absl::StrCat("02:", h.substr(0, 2), ":", h.substr(2, 2), ":",
-                                           h.substr(4, 2), ":", h.substr(6, 2), ":",
-                                           h.substr(8, 2));
-      HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", "dev", c.bridge, "address", mac}));
-    }
-    HF_ASSIGN_OR_RETURN(auto shown, Run({"ip", "-4", "-o", "addr", "show", "dev", c.bridge}));
-    if (shown.output.find(" " + c.host_ip + "/") == std::string::npos) {
-      HF_RETURN_IF_ERROR(RunOk({"ip", "addr", "add", absl::StrCat(c.host_ip, "/", kSubnetBits),
-                                "dev", c.bridge}));
-    }
-    return RunOk({"ip", "link", "set", c.bridge, "up"});
-  }
-
   // The IMDS namespace on the bridge holds 169.254.169.254 and the subnet's last address;
   // its listening socket is made inside it and served by an in-process HttpServer.
   Status setUpImds(const std::string& cluster_id, ClusterNet& c) {
@@ -533,7 +432,7 @@ class LocalProvider::Impl {
       HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add", "169.254.169.254/32", "dev",
                                 "eth0"}));
       HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add",
-                                absl::StrCat(Ip(c.base + kSubnetSize - 1), "/", kSubnetBits),
+                                absl::StrCat(Ipv4Text(c.base + kSubnetSize - 1), "/", kSubnetBits),
                                 "dev", "eth0"}));
       HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
       HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
@@ -555,7 +454,7 @@ class LocalProvider::Impl {
       sockaddr_in sa{};
       sa.sin_family = AF_INET;
       sa.sin_port = htons(80);
-      sa.sin_addr.s_addr = htonl(*ParseIp("169.254.169.254"));
+      sa.sin_addr.s_addr = htonl(*ParseIpv4("169.254.169.254"));
       if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(fd, 128) != 0) {
         error = absl::StrCat("cannot listen on 169.254.169.254:80 in ", ns, ": ",
                              std::strerror(errno));
@@ -722,11 +621,11 @@ class LocalProvider::Impl {
   Status allocateIp(NodeRec& rec, const NetInfo& net) {
     std::lock_guard lock(mu_);
     if (!rec.ip.empty()) {
-      auto ip = ParseIp(rec.ip);
-      if (!ip || !Overlaps(*ip, 32, net.base, kSubnetBits) || *ip <= net.base + 1 ||
+      auto ip = ParseIpv4(rec.ip);
+      if (!ip || !PrefixesOverlap(*ip, 32, net.base, kSubnetBits) || *ip <= net.base + 1 ||
           *ip >= net.base + kSubnetSize - 1) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "requested address ", rec.ip, " is not a node address of ", Ip(net.base), "/22"));
+            "requested address ", rec.ip, " is not a node address of ", Ipv4Text(net.base), "/22"));
       }
     } else {
       std::set<std::string> used;
@@ -734,8 +633,8 @@ class LocalProvider::Impl {
         if (other->spec.cluster_id == rec.spec.cluster_id) used.insert(other->ip);
       }
       for (uint32_t i = 2; i < kSubnetSize - 1; ++i) {
-        if (!used.count(Ip(net.base + i))) {
-          rec.ip = Ip(net.base + i);
+        if (!used.count(Ipv4Text(net.base + i))) {
+          rec.ip = Ipv4Text(net.base + i);
           break;
         }
       }
@@ -748,24 +647,9 @@ class LocalProvider::Impl {
   }
 
   Status setUpNetns(const NodeRec& rec, const NetInfo& net) {
-    const std::string ns = LocalNames::NodeNetns(fleet_id_, rec.spec.instance_id);
-    const std::string veth = LocalNames::NodeVeth(fleet_id_, rec.spec.instance_id);
-    if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});  // stale from a crash
-    if (LinkExists(veth)) (void)Run({"ip", "link", "del", veth});
-    HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
-    HF_RETURN_IF_ERROR(
-        RunOk({"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", veth, "master", net.bridge, "up"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "addr", "add",
-                              absl::StrCat(rec.ip, "/", kSubnetBits), "dev", "eth0"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "eth0", "up"}));
-    HF_RETURN_IF_ERROR(RunOk({"ip", "-n", ns, "link", "set", "lo", "up"}));
-    for (const auto& route : networks_.NodeRoutes(net.host_ip)) {
-      std::vector<std::string> argv = {"ip", "-n", ns, "route", "add"};
-      argv.insert(argv.end(), route.begin(), route.end());
-      HF_RETURN_IF_ERROR(RunOk(argv));
-    }
-    return absl::OkStatus();
+    return local::SetUpNodeNetns(LocalNames::NodeNetns(fleet_id_, rec.spec.instance_id),
+                                 LocalNames::NodeVeth(fleet_id_, rec.spec.instance_id),
+                                 net.bridge, rec.ip, networks_.NodeRoutes(net.host_ip));
   }
 
   Status mountOverlay(const std::string& dir) {
@@ -797,7 +681,7 @@ class LocalProvider::Impl {
             rec->phase == Phase::kTerminating) {
           continue;
         }
-        lines[ParseIp(rec->ip).value_or(0)] =
+        lines[ParseIpv4(rec->ip).value_or(0)] =
             absl::StrCat(rec->ip, " ", rec->hostname, ".", options_.region,
                          ".compute.internal ", rec->hostname, "\n");
       }
@@ -892,8 +776,8 @@ class LocalProvider::Impl {
                                                 local::HostKernelRelease(), nodeBinds(rec)));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hostname", rec.hostname + "\n"));
     HF_RETURN_IF_ERROR(local::WriteFileAtomic(m + "/etc/hosts", hostsFile(rec.spec.cluster_id)));
-    const local::NodeNetwork node_net{net.host_ip, absl::StrCat(Ip(net.base), "/", kSubnetBits),
-                                      options_.region};
+    const local::NodeNetwork node_net{
+        net.host_ip, absl::StrCat(Ipv4Text(net.base), "/", kSubnetBits), options_.region};
     HF_RETURN_IF_ERROR(networks_.WriteNodeFiles(m, node_net));
     auto machine_id = local::ReadFile(m + "/etc/machine-id");
     if (!reboot || !machine_id.ok() || machine_id->size() < 32) {
@@ -1149,7 +1033,7 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(const Options& op
     return absl::FailedPreconditionError(
         "the local provider needs nft to isolate clusters (Debian package nftables)");
   }
-  auto pool = ParsePrefix(options.node_network);
+  auto pool = ParseIpv4Prefix(options.node_network);
   if (!pool || pool->second > kSubnetBits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--node-network ", options.node_network, " must be an IPv4 CIDR of /22 or larger"));

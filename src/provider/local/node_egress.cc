@@ -1,7 +1,5 @@
 #include "provider/local/node_egress.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <set>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "provider/local/ipv4.h"
 
 namespace hf::provider::local {
 namespace {
@@ -21,12 +20,6 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 
 constexpr const char* kProxyVariables[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
                                            "HTTPS_PROXY", "no_proxy", "NO_PROXY"};
-
-std::optional<uint32_t> Ipv4(std::string_view text) {
-  in_addr a{};
-  if (inet_pton(AF_INET, std::string(text).c_str(), &a) != 1) return std::nullopt;
-  return ntohl(a.s_addr);
-}
 
 bool IsProxyVariable(std::string_view key) {
   return std::find(std::begin(kProxyVariables), std::end(kProxyVariables), key) !=
@@ -45,7 +38,7 @@ std::string Lookup(const std::vector<std::pair<std::string, std::string>>& env,
 
 bool ProxyUrl::OnHostLoopback() const {
   if (host == "localhost" || host == "::1") return true;
-  auto ip = Ipv4(host);
+  auto ip = ParseIpv4(host);
   return ip && (*ip >> 24) == 127;
 }
 
@@ -136,7 +129,9 @@ std::vector<uint16_t> HostProxyPorts(const ProxySettings& proxies) {
 std::vector<TcpEndpoint> RemoteProxies(const ProxySettings& proxies) {
   std::set<std::pair<std::string, uint16_t>> seen;
   for (const auto* p : {&proxies.http, &proxies.https}) {
-    if (*p && !(*p)->OnHostLoopback() && Ipv4((*p)->host)) seen.insert({(*p)->host, (*p)->port});
+    if (*p && !(*p)->OnHostLoopback() && ParseIpv4((*p)->host)) {
+      seen.insert({(*p)->host, (*p)->port});
+    }
   }
   std::vector<TcpEndpoint> out;
   for (const auto& [ip, port] : seen) out.push_back({ip, port});
@@ -193,8 +188,8 @@ std::string AptProxyConf(const std::vector<std::pair<std::string, std::string>>&
                          uint16_t apt_proxy_port, std::string_view host_ip) {
   std::string lines;
   if (apt_proxy_port != 0) {
-    absl::StrAppend(&lines, "Acquire::http::Proxy \"http://", std::string(host_ip), ":", apt_proxy_port,
-                    "/\";\n");
+    absl::StrAppend(&lines, "Acquire::http::Proxy \"http://", std::string(host_ip), ":",
+                    apt_proxy_port, "/\";\n");
   } else if (auto http = Lookup(env, "http_proxy"); !http.empty()) {
     absl::StrAppend(&lines, "Acquire::http::Proxy \"", http, "/\";\n");
   }
@@ -226,7 +221,7 @@ std::string ResolvConf(NodeEgress egress, std::string_view host, std::string_vie
       std::vector<absl::string_view> f =
           absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
       if (f.size() < 2 || f[0] != "nameserver") continue;
-      auto ip = Ipv4(std::string_view(f[1].data(), f[1].size()));
+      auto ip = ParseIpv4(std::string_view(f[1].data(), f[1].size()));
       // Nodes have no IPv6, and a loopback address is the node's own.
       if (ip && (*ip >> 24) != 127 && *ip != 0 && out.size() < 3) out.emplace_back(f[1]);
     }

@@ -105,7 +105,8 @@ TEST(FirewallTest, NoneDropsEverythingOutwardsAndNeedsNoForwarding) {
   EXPECT_FALSE(NeedsForwarding(spec));
   EXPECT_EQ(s.find("postrouting"), std::string::npos);
   EXPECT_EQ(s.find("masquerade"), std::string::npos);
-  EXPECT_TRUE(Has(s, "iifname \"hfb0000aaaa\" oifname \"hfb*\" drop\n\t\tiifname \"hfb0000aaaa\" drop"));
+  EXPECT_TRUE(Has(s, "iifname \"hfb0000aaaa\" oifname \"hfb*\" drop\n"
+                     "\t\tiifname \"hfb0000aaaa\" drop"));
   EXPECT_FALSE(Has(s, "iifname \"hfb0000aaaa\" accept"));
 }
 

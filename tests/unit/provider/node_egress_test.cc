@@ -114,7 +114,8 @@ TEST(NodeFilesTest, EtcEnvironmentKeepsOtherLinesAndReplacesProxies) {
 TEST(NodeFilesTest, AptProxy) {
   const Env env = {{"http_proxy", "http://192.0.2.10:3128"},
                    {"https_proxy", "http://192.0.2.10:3129"}};
-  const std::string header = "// Written by Hyperfleet at every boot (docs/nodes.md \"Network\").\n";
+  const std::string header =
+      "// Written by Hyperfleet at every boot (docs/nodes.md \"Network\").\n";
   EXPECT_EQ(AptProxyConf(env, 0, "10.224.4.1"),
             header + "Acquire::http::Proxy \"http://192.0.2.10:3128/\";\n"
                      "Acquire::https::Proxy \"http://192.0.2.10:3129/\";\n");

@@ -1,0 +1,60 @@
+#include "provider/local/ipv4.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+
+namespace hf::provider::local {
+
+std::string Ipv4Text(uint32_t addr) {
+  in_addr a{htonl(addr)};
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return buf;
+}
+
+std::optional<uint32_t> ParseIpv4(std::string_view text) {
+  in_addr a{};
+  if (inet_pton(AF_INET, std::string(text).c_str(), &a) != 1) return std::nullopt;
+  return ntohl(a.s_addr);
+}
+
+uint32_t PrefixMask(int bits) {
+  return bits <= 0 ? 0 : (bits >= 32 ? ~0u : ~0u << (32 - bits));
+}
+
+bool PrefixesOverlap(uint32_t a, int abits, uint32_t b, int bbits) {
+  const uint32_t m = PrefixMask(std::min(abits, bbits));
+  return (a & m) == (b & m);
+}
+
+std::optional<Ipv4Prefix> ParseIpv4Prefix(std::string_view text) {
+  const auto slash = text.find('/');
+  auto addr = ParseIpv4(text.substr(0, slash));
+  int bits = 32;
+  if (!addr) return std::nullopt;
+  if (slash != std::string_view::npos) {
+    const std::string len(text.substr(slash + 1));
+    if (!absl::SimpleAtoi(len, &bits) || bits < 0 || bits > 32) return std::nullopt;
+  }
+  return Ipv4Prefix{*addr & PrefixMask(bits), bits};
+}
+
+std::optional<uint32_t> FirstFreeSubnet(Ipv4Prefix pool, int bits,
+                                        const std::vector<Ipv4Prefix>& taken) {
+  if (bits < pool.second || bits > 32) return std::nullopt;
+  const uint64_t count = uint64_t{1} << (bits - pool.second);
+  const uint64_t size = uint64_t{1} << (32 - bits);
+  for (uint64_t k = 0; k < count; ++k) {
+    const auto base = static_cast<uint32_t>(pool.first + k * size);
+    const bool free = std::none_of(taken.begin(), taken.end(), [&](const Ipv4Prefix& t) {
+      return PrefixesOverlap(base, bits, t.first, t.second);
+    });
+    if (free) return base;
+  }
+  return std::nullopt;
+}
+
+}  // namespace hf::provider::local
