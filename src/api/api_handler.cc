@@ -8,11 +8,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/api/errors.h"
+#include "hyperfleet/common/strings.h"
 
 namespace hf::api {
 namespace {
 
-constexpr std::string_view kTargetPrefix = "SageMaker.";
+// The endpoint's own service, named when a request's target belongs to no added service.
+constexpr std::string_view kDefaultPrefix = "SageMaker";
+constexpr std::string_view kDefaultSigningName = "sagemaker";
 constexpr std::string_view kContentType = "application/x-amz-json-1.1";
 
 /// The media type of a Content-Type value, without parameters, lowercased.
@@ -83,22 +86,16 @@ StatusOr<nlohmann::json> DecodeBody(const http::HttpRequest& req, std::string_vi
 
 }  // namespace
 
-ApiHandler::ApiHandler(const model::ServiceModel& model, ClusterOperations& clusters,
-                       auth::SecretLookup secrets, const Clock& clock, IdSource& ids,
+ApiHandler::ApiHandler(auth::SecretLookup secrets, const Clock& clock, IdSource& ids,
                        const ApiConfig& config)
-    : model_(model), clusters_(clusters), secrets_(std::move(secrets)), clock_(clock),
-      ids_(ids) {
+    : secrets_(std::move(secrets)), clock_(clock), ids_(ids) {
   policy_.region = config.region;
-  policy_.services = {"sagemaker"};
+  policy_.services = {std::string(kDefaultSigningName)};
 }
 
 void ApiHandler::addService(JsonService& service) {
   services_.push_back(&service);
   policy_.services.emplace_back(service.signingName());
-}
-
-void ApiHandler::addOperations(OperationSet& operations) {
-  operation_sets_.push_back(&operations);
 }
 
 JsonService* ApiHandler::serviceFor(std::string_view target) const {
@@ -112,62 +109,46 @@ JsonService* ApiHandler::serviceFor(std::string_view target) const {
   return nullptr;
 }
 
-StatusOr<nlohmann::json> ApiHandler::dispatchTo(JsonService& service,
-                                                const http::HttpRequest& req) {
-  const std::string target(*req.header("X-Amz-Target"));
-  const std::string op = target.substr(service.targetPrefix().size() + 1);
-  if (!service.model().hasOperation(op)) {
-    return WithAwsErrorType(
-        absl::InvalidArgumentError(absl::StrCat("Unknown operation ", target, ".")),
-        "UnknownOperationException");
+JsonService* ApiHandler::implementerOf(std::string_view prefix, std::string_view op) const {
+  for (JsonService* s : services_) {
+    if (s->targetPrefix() == prefix && s->implements(op)) return s;
   }
-  HF_ASSIGN_OR_RETURN(nlohmann::json body,
-                      DecodeBody(req, "expected application/x-amz-json-1.1."));
-  if (Status valid = service.model().validateInput(op, body); !valid.ok()) {
-    if (AwsErrorTypeOf(valid)) return valid;
-    return WithAwsErrorType(std::move(valid), service.validationErrorType());
-  }
-  HF_ASSIGN_OR_RETURN(nlohmann::json out,
-                      service.call(op, service.model().pruneInput(op, body)));
-  return service.model().pruneOutput(op, out);
+  return nullptr;
 }
 
 StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
   const auto target = req.header("X-Amz-Target");
-  if (target) {
-    if (JsonService* service = serviceFor(*target)) return dispatchTo(*service, req);
-  }
-  if (!target || !target->starts_with(kTargetPrefix)) {
+  const JsonService* service = target ? serviceFor(*target) : nullptr;
+  if (service == nullptr) {
     return WithAwsErrorType(
         absl::InvalidArgumentError(absl::StrCat(
             "Missing or unknown X-Amz-Target '", target ? std::string(*target) : "",
-            "': expected SageMaker.<Operation>.")),
+            "': expected ", AbslView(kDefaultPrefix), ".<Operation>.")),
         "UnknownOperationException");
   }
-  const std::string op(target->substr(kTargetPrefix.size()));
-  if (!model_.hasOperation(op)) {
+  const std::string_view prefix = service->targetPrefix();
+  const model::ServiceModel& model = service->model();
+  const std::string op(target->substr(prefix.size() + 1));
+  if (!model.hasOperation(op)) {
     return WithAwsErrorType(
-        absl::InvalidArgumentError(absl::StrCat("Unknown operation SageMaker.", op, ".")),
+        absl::InvalidArgumentError(absl::StrCat("Unknown operation ", AbslView(*target), ".")),
         "UnknownOperationException");
   }
-  HF_ASSIGN_OR_RETURN(nlohmann::json body,
-                      DecodeBody(req, "the SageMaker API takes application/x-amz-json-1.1."));
-  HF_RETURN_IF_ERROR(model_.validateInput(op, body));
+  HF_ASSIGN_OR_RETURN(nlohmann::json body, DecodeBody(req, service->contentTypeHint()));
+  if (Status valid = model.validateInput(op, body); !valid.ok()) {
+    if (AwsErrorTypeOf(valid)) return valid;
+    return WithAwsErrorType(std::move(valid), service->validationErrorType());
+  }
   // Members the model does not define are ignored, as AWS does, and never stored; a response
   // carries only the members of the operation's output shape (never internal bookkeeping).
-  const nlohmann::json input = model_.pruneInput(op, body);
-  for (OperationSet* set : operation_sets_) {
-    if (set->implements(op)) {
-      HF_ASSIGN_OR_RETURN(nlohmann::json out, set->call(op, input));
-      return model_.pruneOutput(op, out);
-    }
-  }
-  if (!clusters_.implements(op)) {
+  const nlohmann::json input = model.pruneInput(op, body);
+  JsonService* runner = implementerOf(prefix, op);
+  if (runner == nullptr) {
     return absl::UnimplementedError(
-        absl::StrCat("Hyperfleet does not implement SageMaker.", op, " yet."));
+        absl::StrCat("Hyperfleet does not implement ", AbslView(*target), " yet."));
   }
-  HF_ASSIGN_OR_RETURN(nlohmann::json out, clusters_.call(op, input));
-  return model_.pruneOutput(op, out);
+  HF_ASSIGN_OR_RETURN(nlohmann::json out, runner->call(op, input));
+  return model.pruneOutput(op, out);
 }
 
 http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
@@ -184,7 +165,7 @@ http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
     // A signature is good for the service it was scoped to only.
     const auto target = req.header("X-Amz-Target");
     const JsonService* service = target ? serviceFor(*target) : nullptr;
-    const std::string_view expected = service ? service->signingName() : "sagemaker";
+    const std::string_view expected = service ? service->signingName() : kDefaultSigningName;
     if (identity->service != expected) {
       return WithAwsErrorType(
           absl::UnauthenticatedError(absl::StrCat("Credential should be scoped to correct "

@@ -298,13 +298,13 @@ Status RunServer(const ServerFlags& flags) {
   auto model = model::ServiceModel::Embedded();
   api::ClusterOperations clusters(*store, *model, clock, ids, config,
                                   [&](const std::string& id) { controller.enqueue(id); });
-  api::ApiHandler handler(
-      *model, clusters,
-      [&](std::string_view key) { return credentials.secretFor(key); }, clock, ids, config);
+  api::ApiHandler handler([&](std::string_view key) { return credentials.secretFor(key); },
+                          clock, ids, config);
+  handler.addService(clusters);
   api::GovernanceOperations governance(*store, clock, ids, config);
   // Governance changes that a stop left half-way (between change and settle) settle now.
   HF_RETURN_IF_ERROR(governance.settle(""));
-  handler.addOperations(governance);
+  handler.addService(governance);
 
   logs::LogsConfig logs_config;
   logs_config.region = flags.region;

@@ -33,7 +33,8 @@ struct World {
     clusters = std::make_unique<hf::api::ClusterOperations>(*store, *model, clock, ids, config,
                                                             [](const std::string&) {});
     handler = std::make_unique<hf::api::ApiHandler>(
-        *model, *clusters, [](std::string_view) { return std::nullopt; }, clock, ids, config);
+        [](std::string_view) { return std::nullopt; }, clock, ids, config);
+    handler->addService(*clusters);
     operations = model->operations();
   }
 };

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hyperfleet/api/cluster_operations.h"
+#include "hyperfleet/api/cluster_operations.h"  // ApiConfig
 #include "hyperfleet/api/json_service.h"
 #include "hyperfleet/auth/sigv4.h"
 #include "hyperfleet/common/clock.h"
@@ -19,31 +19,20 @@
 
 namespace hf::api {
 
-/// More SageMaker operations served beside ClusterOperations (e.g. GovernanceOperations).
-/// Requests reach them validated against the SageMaker model and pruned to it.
-class OperationSet {
- public:
-  virtual ~OperationSet() = default;
-  /// True for the operations this set implements (e.g. "CreateComputeQuota").
-  virtual bool implements(std::string_view operation) const = 0;
-  /// Runs `operation` on a validated, pruned request body. Thread-safe.
-  virtual StatusOr<nlohmann::json> call(std::string_view operation,
-                                        const nlohmann::json& request) = 0;
-};
-
-/// Decodes and routes SageMaker API requests (and those of added JsonServices). Thread-safe.
+/// Decodes and routes the requests of the added services (SageMaker's operation sets, the
+/// CloudWatch Logs subset, ...). The endpoint is SageMaker's: a target that no added service
+/// claims is refused naming "SageMaker.<Operation>", after a signature scoped to "sagemaker".
+/// Thread-safe.
 class ApiHandler {
  public:
-  ApiHandler(const model::ServiceModel& model, ClusterOperations& clusters,
-             auth::SecretLookup secrets, const Clock& clock, IdSource& ids,
+  /// `config.region` is the region signatures must be scoped to.
+  ApiHandler(auth::SecretLookup secrets, const Clock& clock, IdSource& ids,
              const ApiConfig& config);
 
-  /// Also serves `service` (which must outlive the handler) for targets "<prefix>.<Op>".
-  /// Call before the first request is handled: it is not synchronised with handle().
+  /// Serves `service` (which must outlive the handler) for targets "<prefix>.<Op>"; services
+  /// sharing a prefix are asked in the order added (see JsonService). Call before the first
+  /// request is handled: it is not synchronised with handle().
   void addService(JsonService& service);
-  /// Also serves the SageMaker operations of `operations` (which must outlive the handler).
-  /// Call before the first request is handled.
-  void addOperations(OperationSet& operations);
 
   /// Handles one HTTP request (the server's handler). Never throws.
   http::HttpResponse handle(http::HttpRequest&& request);
@@ -53,18 +42,16 @@ class ApiHandler {
   StatusOr<nlohmann::json> dispatch(const http::HttpRequest& request);
 
  private:
-  const model::ServiceModel& model_;
-  ClusterOperations& clusters_;
   auth::SecretLookup secrets_;
   const Clock& clock_;
   IdSource& ids_;
   auth::SigV4Policy policy_;
   std::vector<JsonService*> services_;
-  std::vector<OperationSet*> operation_sets_;
 
-  /// The added service whose prefix `target` has, or null (then it is SageMaker's).
+  /// The first added service whose prefix `target` has (it speaks for the prefix), or null.
   JsonService* serviceFor(std::string_view target) const;
-  StatusOr<nlohmann::json> dispatchTo(JsonService& service, const http::HttpRequest& request);
+  /// The first added service of `prefix` that implements `op`, or null.
+  JsonService* implementerOf(std::string_view prefix, std::string_view op) const;
 };
 
 }  // namespace hf::api

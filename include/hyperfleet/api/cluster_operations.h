@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hyperfleet/api/json_service.h"
 #include "hyperfleet/api/tag_operations.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
@@ -27,8 +28,9 @@ struct ApiConfig {
   int max_instances_per_cluster = 10000;  ///< ResourceLimitExceeded beyond this (all groups)
 };
 
-/// The cluster operations. Thread-safe (state lives in the store).
-class ClusterOperations {
+/// The cluster operations, an OperationSet of the SageMaker API. Thread-safe (state lives in
+/// the store).
+class ClusterOperations final : public OperationSet {
  public:
   /// Called with a cluster id after every accepted write to that cluster.
   using ChangeSink = std::function<void(const std::string& cluster_id)>;
@@ -37,10 +39,13 @@ class ClusterOperations {
                     IdSource& ids, ApiConfig config, ChangeSink on_change);
 
   /// True for the operations implemented here (e.g. "CreateCluster").
-  bool implements(std::string_view operation) const;
+  bool implements(std::string_view operation) const override;
   /// Runs `operation` on a validated request body. Errors: Unimplemented for operations not
   /// implemented here; otherwise those documented per operation in docs/compatibility.md.
-  StatusOr<nlohmann::json> call(std::string_view operation, const nlohmann::json& request);
+  StatusOr<nlohmann::json> call(std::string_view operation,
+                                const nlohmann::json& request) override;
+  /// The model given to the constructor (validation, pruning and DescribeCluster's shapes).
+  const model::ServiceModel& model() const override { return model_; }
 
  // The operations (public so that one dispatch table can name them; call() is the entry).
   using Json = nlohmann::json;

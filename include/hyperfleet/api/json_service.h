@@ -1,6 +1,7 @@
 #pragma once
-// The interface of another AWS JSON 1.1 service that api::ApiHandler serves on its endpoint.
-// Header-only, so that a service (hf_logs, hf_jobsapi) implements it without linking hf_api.
+// The one interface of what api::ApiHandler serves: an AWS JSON 1.1 service, or some of the
+// operations of one (SageMaker's are spread over several OperationSets). Header-only, so that
+// a service (hf_logs, hf_jobsapi) implements it without linking hf_api.
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -10,10 +11,14 @@
 
 namespace hf::api {
 
-/// Another AWS JSON 1.1 service served on the same endpoint (e.g. the CloudWatch Logs subset,
-/// hf_logs' LogOperations). The handler authenticates with the service's signing name,
-/// validates input against its model, tags model violations with its error type, and prunes
-/// responses to the model's output shapes (a "document": true structure is kept whole).
+/// Operations of an AWS JSON 1.1 service, served by ApiHandler for targets
+/// "<targetPrefix()>.<Op>" once added with ApiHandler::addService (e.g. the CloudWatch Logs
+/// subset, hf_logs' LogOperations). For every service the handler authenticates with its
+/// signing name, refuses operations its model does not define, validates input against the
+/// model (tagging violations with validationErrorType()), prunes the input, calls the first
+/// added service of that prefix that implements() the operation, and prunes the response to
+/// the model's output shape (a "document": true structure is kept whole). Services that share
+/// a prefix share its signing name, model and wording: the first one added supplies them.
 class JsonService {
  public:
   virtual ~JsonService() = default;
@@ -25,8 +30,32 @@ class JsonService {
   virtual const model::ServiceModel& model() const = 0;
   /// The AWS error type of model violations, e.g. "InvalidParameterException".
   virtual std::string_view validationErrorType() const = 0;
-  /// Runs operation `op` (defined by the model) on a validated, pruned input. Thread-safe.
+  /// How the UnknownOperationException for a wrong Content-Type ends.
+  virtual std::string_view contentTypeHint() const {
+    return "expected application/x-amz-json-1.1.";
+  }
+  /// True for the operations call() runs; by default every operation of the model. When no
+  /// service of the prefix implements a modeled operation, the handler answers
+  /// UnknownOperationException "Hyperfleet does not implement <target> yet.".
+  virtual bool implements(std::string_view op) const { return model().hasOperation(op); }
+  /// Runs operation `op` (one it implements) on a validated, pruned input. Thread-safe.
   virtual StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) = 0;
+};
+
+/// Some of the SageMaker API's operations (ClusterOperations, GovernanceOperations): target
+/// prefix "SageMaker", signed for "sagemaker", the embedded SageMaker model, model violations
+/// as ValidationException. Subclasses say which operations they implement.
+class OperationSet : public JsonService {
+ public:
+  std::string_view targetPrefix() const override { return "SageMaker"; }
+  std::string_view signingName() const override { return "sagemaker"; }
+  const model::ServiceModel& model() const override { return *model::ServiceModel::Embedded(); }
+  std::string_view validationErrorType() const override { return "ValidationException"; }
+  std::string_view contentTypeHint() const override {
+    return "the SageMaker API takes application/x-amz-json-1.1.";
+  }
+  /// True for the operations this set implements (e.g. "CreateComputeQuota").
+  bool implements(std::string_view operation) const override = 0;
 };
 
 }  // namespace hf::api

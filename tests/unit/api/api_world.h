@@ -34,10 +34,12 @@ struct ApiWorld {
   std::shared_ptr<const model::ServiceModel> model = model::ServiceModel::Embedded();
   ClusterOperations clusters{*store, *model, clock, ids, ApiConfig{}, [](const std::string&) {}};
   GovernanceOperations governance{*store, clock, ids, ApiConfig{}};
-  ApiHandler handler{*model, clusters, [](std::string_view) { return std::nullopt; }, clock,
-                     ids, ApiConfig{}};
+  ApiHandler handler{[](std::string_view) { return std::nullopt; }, clock, ids, ApiConfig{}};
 
-  ApiWorld() { handler.addOperations(governance); }
+  ApiWorld() {
+    handler.addService(clusters);
+    handler.addService(governance);
+  }
 
   /// One request as the server handles it after authentication: `target` is
   /// "<prefix>.<Operation>", e.g. "SageMaker.ListTags".
