@@ -1,12 +1,13 @@
 #pragma once
 // Task governance on Slurm (docs/governance.md "On Slurm"): the control plane's side of the
 // loop. The Slurm controller's agent reports the jobs of governed accounts with every
-// heartbeat ("slurm_jobs", slurm_jobs.h); this keeps one admission engine per cluster, fed
-// from the stored ClusterSchedulerConfig and ComputeQuotas and from the instance types of the
-// nodes in Slurm's partitions, turns the reports into workload events (submit, finish) and
-// the engine's admissions and preemptions into job actions for the agent (release,
-// requeuehold, hold). Nothing new is stored: after a restart the engine is rebuilt from
-// Slurm's view (a governed job that runs, or waits released, counts as admitted).
+// heartbeat ("slurm_jobs", slurm_jobs.h); this keeps one governance::slurm::Governor (an
+// admission engine and the reported jobs) per cluster, feeds it the stored
+// ClusterSchedulerConfig and ComputeQuotas and the instance types of the nodes in Slurm's
+// partitions, and renders its job actions for the agent (release, requeuehold, hold,
+// disown). It is the shell: store reads, locks, logs and JSON; the Governor decides.
+// Nothing new is stored: after a restart the engine is rebuilt from Slurm's view (a
+// governed job that runs, or waits released, counts as admitted).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,6 +64,10 @@ class GovernanceLoop {
   const Clock& clock_;
   /// The state of `cluster_id`, made when missing and `create`; null otherwise.
   std::shared_ptr<ClusterState> state(const std::string& cluster_id, bool create) const;
+  /// Derives st's partition map again when the store's nodes (read only when the cluster's
+  /// revision moved) or the report's partitions changed. Errors: the store's.
+  Status refreshPartitions(ClusterState& st, const std::string& cluster_id,
+                           const nlohmann::json& slurm_jobs);
 
   mutable std::mutex mu_;  ///< guards clusters_ only; each ClusterState has its own lock
   mutable std::map<std::string, std::shared_ptr<ClusterState>> clusters_;  ///< by cluster id

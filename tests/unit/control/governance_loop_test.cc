@@ -665,6 +665,48 @@ TEST_F(GovernanceLoopTest, RequeuedMultiPartitionVictimKeepsItsPlace) {
   EXPECT_EQ(Beat(), (std::map<uint64_t, std::string>{{1, "release"}}));
 }
 
+// The engine refuses the stored policy (11 classes: the API allows 10, the store does not
+// check) while the nodes of a job's partition join: once the policy is valid again, the job
+// is decided. The partition change is not used up by the heartbeats that decided nothing.
+TEST_F(GovernanceLoopTest, PartitionChangeWhileThePolicyIsRefusedIsNotLost) {
+  auto set_classes = [&](int extra) {
+    auto p = store_->schedulerResource(model::governance_kind::kSchedulerConfig, "policy");
+    ASSERT_TRUE(p.ok()) << p.status();
+    model::SchedulerResource r = *p;
+    auto& classes = r.body["SchedulerConfig"]["PriorityClasses"];
+    classes.erase(classes.begin() + 4, classes.end());
+    for (int i = 0; i < extra; ++i) {
+      classes.push_back({{"Name", "c" + std::to_string(i)}, {"Weight", i}});
+    }
+    store::WriteBatch b;
+    b.scheduler_resources.push_back({r, p->revision});
+    ASSERT_TRUE(store_->commit(b).ok());
+  };
+  Submit(1, "team-a", "training-priority", 1);
+  json report = Report();
+  report["jobs"][0]["partition"] = "late";
+  report["partitions"]["late"] = {"x1"};
+  EXPECT_EQ(loop_->onHeartbeat("c1", &report).value("slurm_job_actions", json::array()),
+            json::parse(R"([{"job": 1, "action": "hold"}])"));
+  report["jobs"][0]["reason"] = "JobHeldAdmin";
+  report["jobs"][0]["mark"] = "hyperfleet-held";
+  set_classes(7);
+  EXPECT_EQ(loop_->onHeartbeat("c1", &report), json::object());
+  store::WriteBatch b;
+  model::Node n;
+  n.cluster_id = "c1";
+  n.instance_id = "i-00000000000000009";
+  n.group = "late";
+  n.instance_type = "ml.g5.8xlarge";
+  n.hostname = "x1";
+  b.nodes.push_back({n});
+  ASSERT_TRUE(store_->commit(b).ok());
+  EXPECT_EQ(loop_->onHeartbeat("c1", &report), json::object());
+  set_classes(0);
+  EXPECT_EQ(loop_->onHeartbeat("c1", &report).value("slurm_job_actions", json::array()),
+            json::parse(R"([{"job": 1, "action": "release"}])"));
+}
+
 TEST_F(GovernanceLoopTest, ForgetDropsTheClustersJobs) {
   Submit(1, "team-a", "training-priority", 1);
   Beat();
