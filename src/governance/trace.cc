@@ -91,63 +91,79 @@ TraceConfig TierL() {
   return c;
 }
 
-Trace GenerateTrace(const TraceConfig& cfg) {
-  Rng rng(cfg.seed);
-  Trace tr;
+namespace {
+
+// GenerateTrace's steps. They draw from one Rng in this order, so a seed gives the same
+// trace as long as the order stays.
+
+/// The four instance types, split 40/30/20/10 % of `nodes`.
+std::vector<InstanceTypeCapacity> ClusterTypes(int64_t nodes) {
   const double share[] = {.4, .3, .2, .1};
-  tr.types = {
+  std::vector<InstanceTypeCapacity> types = {
       {"ml.p5.48xlarge", 192, 2048, 8, 0},
       {"ml.p4d.24xlarge", 96, 1152, 8, 0},
       {"ml.trn1.32xlarge", 128, 512, 16, 0},
       {"ml.c5.24xlarge", 96, 192, 0, 0},
   };
   for (int f = 0; f < 4; ++f)
-    tr.types[f].instances = std::max<int64_t>(1, std::llround(cfg.nodes * share[f]));
-  tr.policy.fair_share = cfg.fair_share;
-  tr.policy.idle_resource_sharing = cfg.idle_resource_sharing;
-  tr.policy.priority_classes = {{"inference", 100},
-                                {"experimentation", 80},
-                                {"training", 70},
-                                {"fine-tuning", 50},
-                                {"batch", 10}};
+    types[f].instances = std::max<int64_t>(1, std::llround(nodes * share[f]));
+  return types;
+}
 
-  // Teams: which types each holds, then Zipf(1.1) shares of 90% of each type.
-  const int n = cfg.teams;
-  std::vector<std::vector<int>> holds(n);
+/// Which types each team holds (by type index) and how many instances of each.
+struct TeamLayout {
+  std::vector<std::vector<int>> holds;     ///< by team: type indexes
+  std::vector<std::vector<int64_t>> count; ///< by team, by type: instances of quota
+  std::vector<double> weight;              ///< by team: instances in all (job submission odds)
+  std::vector<int> toggled;                ///< teams whose activation flips every hour
+};
+
+/// Teams: which types each holds, then Zipf(1.1) shares of 90% of each type.
+TeamLayout LayOutTeams(Rng& rng, int n, const std::vector<InstanceTypeCapacity>& types) {
+  TeamLayout l;
+  l.holds.resize(n);
   for (int t = 0; t < n; ++t) {
     const int first = static_cast<int>(rng.Below(4));
-    holds[t].push_back(first);
-    if (rng.Uniform() < 0.3) holds[t].push_back((first + 1 + static_cast<int>(rng.Below(3))) % 4);
+    l.holds[t].push_back(first);
+    if (rng.Uniform() < 0.3) l.holds[t].push_back((first + 1 + static_cast<int>(rng.Below(3))) % 4);
   }
-  std::vector<std::vector<int64_t>> count(n, std::vector<int64_t>(4, 0));
+  l.count.assign(n, std::vector<int64_t>(4, 0));
   for (int f = 0; f < 4; ++f) {
     std::vector<int> members;
     for (int t = 0; t < n; ++t)
-      if (std::find(holds[t].begin(), holds[t].end(), f) != holds[t].end()) members.push_back(t);
+      if (std::find(l.holds[t].begin(), l.holds[t].end(), f) != l.holds[t].end())
+        members.push_back(t);
     if (members.empty()) continue;
     // Random rank order, then weight 1/rank^1.1.
     for (size_t i = members.size(); i > 1; --i) std::swap(members[i - 1], members[rng.Below(i)]);
     double sum = 0;
     for (size_t i = 0; i < members.size(); ++i) sum += 1 / std::pow(i + 1.0, 1.1);
-    const double budget = 0.9 * static_cast<double>(tr.types[f].instances);
+    const double budget = 0.9 * static_cast<double>(types[f].instances);
     for (size_t i = 0; i < members.size(); ++i)
-      count[members[i]][f] = std::max<int64_t>(
+      l.count[members[i]][f] = std::max<int64_t>(
           1, static_cast<int64_t>(budget / std::pow(i + 1.0, 1.1) / sum));
   }
-  std::vector<double> team_weight(n, 0);
-  std::vector<int> toggled;
-  for (int t = 0; t < n; ++t) {
+  l.weight.assign(n, 0);
+  return l;
+}
+
+/// Each team's quota: its types (20 % of accelerator amounts given as accelerators),
+/// strategy, borrow limit, weight and preemption mix. Fills l.weight and l.toggled.
+std::vector<TeamQuota> MakeQuotas(Rng& rng, const std::vector<InstanceTypeCapacity>& types,
+                                  TeamLayout& l) {
+  std::vector<TeamQuota> quotas;
+  for (int t = 0; t < static_cast<int>(l.holds.size()); ++t) {
     TeamQuota q;
     q.team = absl::StrFormat("team-%04d", t);
-    for (int f : holds[t]) {
+    for (int f : l.holds[t]) {
       QuotaResource qr;
-      qr.instance_type = tr.types[f].name;
-      if (tr.types[f].accelerators > 0 && rng.Uniform() < 0.2)
-        qr.accelerators = static_cast<double>(count[t][f] * tr.types[f].accelerators);
+      qr.instance_type = types[f].name;
+      if (types[f].accelerators > 0 && rng.Uniform() < 0.2)
+        qr.accelerators = static_cast<double>(l.count[t][f] * types[f].accelerators);
       else
-        qr.count = count[t][f];
+        qr.count = l.count[t][f];
       q.resources.push_back(qr);
-      team_weight[t] += static_cast<double>(count[t][f]);
+      l.weight[t] += static_cast<double>(l.count[t][f]);
     }
     const double s = rng.Uniform();
     if (s < 0.7) {
@@ -157,7 +173,7 @@ Trace GenerateTrace(const TraceConfig& cfg) {
       if (rng.Uniform() < 0.05) {
         QuotaResource abs;
         abs.instance_type = q.resources[0].instance_type;
-        abs.count = std::max<int64_t>(1, count[t][holds[t][0]] / 2);
+        abs.count = std::max<int64_t>(1, l.count[t][l.holds[t][0]] / 2);
         q.absolute_borrow_limits.push_back(abs);
       }
     } else if (s < 0.9) {
@@ -168,63 +184,67 @@ Trace GenerateTrace(const TraceConfig& cfg) {
     q.fair_share_weight = rng.Uniform() < 0.05 ? 0 : 1 + static_cast<int>(rng.Below(100));
     q.preempt_team_tasks =
         rng.Uniform() < 0.8 ? PreemptTeamTasks::kLowerPriority : PreemptTeamTasks::kNever;
-    if (rng.Uniform() < 0.02) toggled.push_back(t);
-    tr.quotas.push_back(q);
+    if (rng.Uniform() < 0.02) l.toggled.push_back(t);
+    quotas.push_back(q);
   }
-  if (toggled.empty() && cfg.churn) toggled.push_back(static_cast<int>(rng.Below(n)));
+  return quotas;
+}
 
-  // Jobs.
-  const int64_t sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-  const std::vector<double> size_p = {.30, .20, .15, .12, .09, .07, .04, .02, .01};
-  const std::vector<double> class_p(std::begin(kClassMix), std::end(kClassMix));
-  const int64_t total = cfg.workloads + cfg.preload_pending;
-  std::vector<TraceEvent> jobs;
-  jobs.reserve(total);
-  double node_seconds = 0;
-  for (int64_t i = 0; i < total; ++i) {
-    const int t = static_cast<int>(rng.Pick(team_weight));
-    const TeamQuota& q = tr.quotas[t];
-    std::vector<double> fw;
-    for (int f : holds[t]) fw.push_back(static_cast<double>(count[t][f]));
-    const int f = holds[t][rng.Pick(fw)];
-    const InstanceTypeCapacity& it = tr.types[f];
-    TraceEvent e;
-    e.kind = TraceEvent::kSubmit;
-    e.spec.id = static_cast<uint64_t>(i + 1);
-    e.spec.team = q.team;
-    e.spec.priority_class = kClasses[rng.Pick(class_p)];
-    e.spec.instance_type = it.name;
-    const double extra =
-        q.strategy == SharingStrategy::kLendAndBorrow ? q.borrow_limit_percent / 100.0 : 0;
-    const int64_t cap =
-        std::max<int64_t>(1, static_cast<int64_t>(count[t][f] * (1 + extra)));
-    double nodes_equiv;
-    const double kind = rng.Uniform();
-    if (kind < 0.01) {
-      e.spec.count = static_cast<int32_t>(cap + 1 + rng.Below(4));  // never fits
-      nodes_equiv = 0;
-    } else if (kind < 0.76) {
-      e.spec.count = static_cast<int32_t>(std::min(sizes[rng.Pick(size_p)], cap));
-      nodes_equiv = e.spec.count;
-    } else {
-      const int64_t g = int64_t{1} << rng.Below(3);  // 1, 2 or 4 accelerators
-      const double frac = it.accelerators > 0 ? static_cast<double>(g) / it.accelerators
-                                              : static_cast<double>(g) / 8;
-      Resources per{it.accelerators > 0 ? g : 0,
-                    static_cast<int64_t>(frac * it.vcpus) * 1000,
-                    static_cast<int64_t>(frac * it.memory_gib * 1024)};
-      e.spec.per_pod = per;
-      e.spec.count = 1;
-      nodes_equiv = frac;
-    }
-    const double run_s =
-        std::clamp(1200 * std::exp(1.5 * rng.Normal()), 60.0, 7 * 86400.0);
-    e.runtime_ms = static_cast<int64_t>(run_s * 1000);
-    if (i >= cfg.preload_pending) node_seconds += nodes_equiv * run_s;
-    jobs.push_back(std::move(e));
+/// One job (id `id`), of a team drawn by quota size: gang size, class, 1 % that never fit,
+/// 25 % sub-instance pods, log-normal run time. Adds its node-seconds to `node_seconds`
+/// unless `preload`.
+TraceEvent DrawJob(Rng& rng, uint64_t id, const Trace& tr, const TeamLayout& l, bool preload,
+                   double& node_seconds) {
+  static const int64_t sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  static const std::vector<double> size_p = {.30, .20, .15, .12, .09, .07, .04, .02, .01};
+  static const std::vector<double> class_p(std::begin(kClassMix), std::end(kClassMix));
+  const int t = static_cast<int>(rng.Pick(l.weight));
+  const TeamQuota& q = tr.quotas[t];
+  std::vector<double> fw;
+  for (int f : l.holds[t]) fw.push_back(static_cast<double>(l.count[t][f]));
+  const int f = l.holds[t][rng.Pick(fw)];
+  const InstanceTypeCapacity& it = tr.types[f];
+  TraceEvent e;
+  e.kind = TraceEvent::kSubmit;
+  e.spec.id = id;
+  e.spec.team = q.team;
+  e.spec.priority_class = kClasses[rng.Pick(class_p)];
+  e.spec.instance_type = it.name;
+  const double extra =
+      q.strategy == SharingStrategy::kLendAndBorrow ? q.borrow_limit_percent / 100.0 : 0;
+  const int64_t cap =
+      std::max<int64_t>(1, static_cast<int64_t>(l.count[t][f] * (1 + extra)));
+  double nodes_equiv;
+  const double kind = rng.Uniform();
+  if (kind < 0.01) {
+    e.spec.count = static_cast<int32_t>(cap + 1 + rng.Below(4));  // never fits
+    nodes_equiv = 0;
+  } else if (kind < 0.76) {
+    e.spec.count = static_cast<int32_t>(std::min(sizes[rng.Pick(size_p)], cap));
+    nodes_equiv = e.spec.count;
+  } else {
+    const int64_t g = int64_t{1} << rng.Below(3);  // 1, 2 or 4 accelerators
+    const double frac = it.accelerators > 0 ? static_cast<double>(g) / it.accelerators
+                                            : static_cast<double>(g) / 8;
+    Resources per{it.accelerators > 0 ? g : 0,
+                  static_cast<int64_t>(frac * it.vcpus) * 1000,
+                  static_cast<int64_t>(frac * it.memory_gib * 1024)};
+    e.spec.per_pod = per;
+    e.spec.count = 1;
+    nodes_equiv = frac;
   }
-  // Arrival times: the preload at 0, the rest uniformly over a horizon that offers
-  // `offered_load` × the cluster's node-seconds (a Poisson process given its count).
+  const double run_s =
+      std::clamp(1200 * std::exp(1.5 * rng.Normal()), 60.0, 7 * 86400.0);
+  e.runtime_ms = static_cast<int64_t>(run_s * 1000);
+  if (!preload) node_seconds += nodes_equiv * run_s;
+  return e;
+}
+
+/// Arrival times: the preload at 0, the rest uniformly over a horizon that offers
+/// `offered_load` × the cluster's node-seconds (a Poisson process given its count).
+/// Returns the horizon in seconds.
+double SetArrivals(Rng& rng, const TraceConfig& cfg, double node_seconds,
+                   std::vector<TraceEvent>& jobs) {
   const double horizon_s =
       std::max(60.0, node_seconds / (cfg.offered_load * static_cast<double>(cfg.nodes)));
   std::vector<int64_t> times(cfg.workloads);
@@ -235,54 +255,94 @@ Trace GenerateTrace(const TraceConfig& cfg) {
     e.time_ms = times[i];
   }
   for (auto& e : jobs) e.spec.submit_time_ms = e.time_ms;
+  return horizon_s;
+}
+
+/// Cancels of 2 % of the jobs, then hourly configuration churn until `horizon_s`: quota
+/// sizes and weights of 1 % of the teams, the toggled teams' activation, and one team
+/// deleted and created again an hour later.
+std::vector<TraceEvent> Churn(Rng& rng, const std::vector<TraceEvent>& jobs,
+                              const std::vector<TeamQuota>& quotas,
+                              const std::vector<int>& toggled, double horizon_s) {
   std::vector<TraceEvent> extra_events;
-  if (cfg.churn) {
-    for (const auto& e : jobs) {
-      if (rng.Uniform() < 0.02) {
-        TraceEvent c;
-        c.kind = TraceEvent::kCancel;
-        c.id = e.spec.id;
-        c.time_ms = e.time_ms + static_cast<int64_t>(rng.Exp(1800) * 1000);
-        extra_events.push_back(c);
-      }
-    }
-    // Hourly configuration churn.
-    std::vector<TeamQuota> current = tr.quotas;
-    int removed = -1;
-    for (int64_t h = 1; h * 3600 < horizon_s; ++h) {
-      const int64_t at = h * 3600 * 1000;
-      const int changes = std::max(1, n / 100);
-      for (int k = 0; k < changes; ++k) {
-        const int t = static_cast<int>(rng.Below(n));
-        if (t == removed) continue;
-        TeamQuota& q = current[t];
-        if (rng.Uniform() < 0.5) {
-          const double factor = rng.Uniform() < 0.5 ? 0.8 : 1.2;
-          for (auto& qr : q.resources) {
-            if (qr.count) qr.count = std::max<int64_t>(1, std::llround(*qr.count * factor));
-            if (qr.accelerators) qr.accelerators = std::max(1.0, std::round(*qr.accelerators * factor));
-          }
-        } else {
-          q.fair_share_weight = rng.Uniform() < 0.05 ? 0 : 1 + static_cast<int>(rng.Below(100));
-        }
-        extra_events.push_back({TraceEvent::kUpsertQuota, at, {}, 0, 0, q});
-      }
-      for (int t : toggled) {
-        current[t].active = !current[t].active;
-        extra_events.push_back({TraceEvent::kUpsertQuota, at, {}, 0, 0, current[t]});
-      }
-      // One team deleted, and created again an hour later.
-      if (removed >= 0) {
-        extra_events.push_back({TraceEvent::kUpsertQuota, at, {}, 0, 0, current[removed]});
-        removed = -1;
-      } else if (n > 2) {
-        removed = static_cast<int>(rng.Below(n));
-        TraceEvent e{TraceEvent::kRemoveQuota, at, {}, 0, 0, {}};
-        e.quota.team = current[removed].team;
-        extra_events.push_back(e);
-      }
+  for (const auto& e : jobs) {
+    if (rng.Uniform() < 0.02) {
+      TraceEvent c;
+      c.kind = TraceEvent::kCancel;
+      c.id = e.spec.id;
+      c.time_ms = e.time_ms + static_cast<int64_t>(rng.Exp(1800) * 1000);
+      extra_events.push_back(c);
     }
   }
+  const int n = static_cast<int>(quotas.size());
+  std::vector<TeamQuota> current = quotas;
+  int removed = -1;
+  for (int64_t h = 1; h * 3600 < horizon_s; ++h) {
+    const int64_t at = h * 3600 * 1000;
+    const int changes = std::max(1, n / 100);
+    for (int k = 0; k < changes; ++k) {
+      const int t = static_cast<int>(rng.Below(n));
+      if (t == removed) continue;
+      TeamQuota& q = current[t];
+      if (rng.Uniform() < 0.5) {
+        const double factor = rng.Uniform() < 0.5 ? 0.8 : 1.2;
+        for (auto& qr : q.resources) {
+          if (qr.count) qr.count = std::max<int64_t>(1, std::llround(*qr.count * factor));
+          if (qr.accelerators)
+            qr.accelerators = std::max(1.0, std::round(*qr.accelerators * factor));
+        }
+      } else {
+        q.fair_share_weight = rng.Uniform() < 0.05 ? 0 : 1 + static_cast<int>(rng.Below(100));
+      }
+      extra_events.push_back({TraceEvent::kUpsertQuota, at, {}, 0, 0, q});
+    }
+    for (int t : toggled) {
+      current[t].active = !current[t].active;
+      extra_events.push_back({TraceEvent::kUpsertQuota, at, {}, 0, 0, current[t]});
+    }
+    // One team deleted, and created again an hour later.
+    if (removed >= 0) {
+      extra_events.push_back({TraceEvent::kUpsertQuota, at, {}, 0, 0, current[removed]});
+      removed = -1;
+    } else if (n > 2) {
+      removed = static_cast<int>(rng.Below(n));
+      TraceEvent e{TraceEvent::kRemoveQuota, at, {}, 0, 0, {}};
+      e.quota.team = current[removed].team;
+      extra_events.push_back(e);
+    }
+  }
+  return extra_events;
+}
+
+}  // namespace
+
+Trace GenerateTrace(const TraceConfig& cfg) {
+  Rng rng(cfg.seed);
+  Trace tr;
+  tr.types = ClusterTypes(cfg.nodes);
+  tr.policy.fair_share = cfg.fair_share;
+  tr.policy.idle_resource_sharing = cfg.idle_resource_sharing;
+  tr.policy.priority_classes = {{"inference", 100},
+                                {"experimentation", 80},
+                                {"training", 70},
+                                {"fine-tuning", 50},
+                                {"batch", 10}};
+  TeamLayout teams = LayOutTeams(rng, cfg.teams, tr.types);
+  tr.quotas = MakeQuotas(rng, tr.types, teams);
+  if (teams.toggled.empty() && cfg.churn) {
+    teams.toggled.push_back(static_cast<int>(rng.Below(cfg.teams)));
+  }
+  const int64_t total = cfg.workloads + cfg.preload_pending;
+  std::vector<TraceEvent> jobs;
+  jobs.reserve(total);
+  double node_seconds = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    jobs.push_back(DrawJob(rng, static_cast<uint64_t>(i + 1), tr, teams,
+                           i < cfg.preload_pending, node_seconds));
+  }
+  const double horizon_s = SetArrivals(rng, cfg, node_seconds, jobs);
+  std::vector<TraceEvent> extra_events;
+  if (cfg.churn) extra_events = Churn(rng, jobs, tr.quotas, teams.toggled, horizon_s);
   tr.events = std::move(jobs);
   tr.events.insert(tr.events.end(), extra_events.begin(), extra_events.end());
   std::stable_sort(tr.events.begin(), tr.events.end(),
@@ -297,33 +357,49 @@ double Quantile(std::vector<double> v, double q) {
   return v[i];
 }
 
-SimReport Simulate(const Trace& tr, const SimOptions& opt) {
-  SimReport rep;
-  Engine eng;
-  InvariantChecker chk(tr.types, tr.policy);
-  auto must = [&](const Status& s, const char* what) {
-    if (!s.ok()) {
-      ++rep.violations;
-      if (rep.violation_messages.size() < 50)
-        rep.violation_messages.push_back(absl::StrCat(what, ": ", s.ToString()));
-    }
-    return s.ok();
-  };
-  must(eng.SetCapacity(tr.types), "SetCapacity");
-  must(eng.SetPolicy(tr.policy), "SetPolicy");
-  for (const auto& q : tr.quotas)
-    if (must(eng.UpsertQuota(q), "UpsertQuota") && opt.check) chk.UpsertQuota(q);
+namespace {
 
-  std::unordered_map<std::string, Resources> per_instance;
-  for (const auto& t : tr.types) per_instance[t.name] = PerInstance(t);
-  struct Run {
+/// One run of Simulate: the engine, the checker that mirrors it, and the workloads in
+/// flight, advanced one tick at a time.
+class Simulation {
+ public:
+  Simulation(const Trace& tr, const SimOptions& opt)
+      : tr_(tr), opt_(opt), chk_(tr.types, tr.policy) {
+    Must(eng_.SetCapacity(tr.types), "SetCapacity");
+    Must(eng_.SetPolicy(tr.policy), "SetPolicy");
+    for (const auto& q : tr.quotas)
+      if (Must(eng_.UpsertQuota(q), "UpsertQuota") && opt.check) chk_.UpsertQuota(q);
+    runs_.reserve(tr.events.size());
+  }
+
+  /// Runs every tick that has an event or a finish, then sums up.
+  SimReport Run() {
+    const int64_t period = opt_.cycle_period_ms;
+    while (next_ < tr_.events.size() || !finishes_.empty()) {
+      int64_t t = std::numeric_limits<int64_t>::max();
+      if (next_ < tr_.events.size()) t = tr_.events[next_].time_ms;
+      if (!finishes_.empty()) t = std::min(t, finishes_.top().at);
+      const int64_t tick = (t + period - 1) / period * period;
+      Tick(tick);
+      rep_.end_time_ms = tick;
+      if (next_ >= tr_.events.size() && finishes_.empty()) break;
+    }
+    rep_.decisions = rep_.admissions + rep_.preemptions + rep_.never_fits;
+    rep_.violations += chk_.violations();
+    for (const auto& m : chk_.messages())
+      if (rep_.violation_messages.size() < 50) rep_.violation_messages.push_back(m);
+    rep_.fairness_cv = cv_n_ ? cv_sum_ / cv_n_ : 0;
+    rep_.log_hash = hash_;
+    return std::move(rep_);
+  }
+
+ private:
+  struct Workload {
     int64_t runtime_ms = 0;
     uint64_t epoch = 0;
     bool admitted = false;
     int64_t reclaim_from = -1;  // submit time, when it fit the unused nominal at submission
   };
-  std::unordered_map<uint64_t, Run> runs;
-  runs.reserve(tr.events.size());
   struct Finish {
     int64_t at;
     uint64_t id, epoch;
@@ -331,142 +407,173 @@ SimReport Simulate(const Trace& tr, const SimOptions& opt) {
       return at != o.at ? at > o.at : id > o.id;
     }
   };
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes;
-  uint64_t hash = 1469598103934665603ULL;
-  auto log = [&](const std::string& line) {
-    for (unsigned char c : line) hash = (hash ^ c) * 1099511628211ULL;
-    if (opt.keep_log) rep.log += line;
-  };
-  std::unordered_set<uint64_t> never_fit_seen;  // a reclassification is no new decision
-  size_t next = 0;
-  int64_t next_fair_sample = 600'000;
-  double cv_sum = 0;
-  int cv_n = 0;
-  const int64_t period = opt.cycle_period_ms;
-  while (next < tr.events.size() || !finishes.empty()) {
-    int64_t t = std::numeric_limits<int64_t>::max();
-    if (next < tr.events.size()) t = tr.events[next].time_ms;
-    if (!finishes.empty()) t = std::min(t, finishes.top().at);
-    const int64_t tick = (t + period - 1) / period * period;
-    int64_t cpu0 = CpuNs();
-    while (!finishes.empty() && finishes.top().at <= tick) {
-      const Finish f = finishes.top();
-      finishes.pop();
-      auto it = runs.find(f.id);
-      if (it == runs.end() || it->second.epoch != f.epoch || !it->second.admitted) continue;
-      must(eng.Remove(f.id), "Remove(finish)");
-      if (opt.check) chk.Removed(f.id);
-      runs.erase(it);
-      log(absl::StrCat(tick, " f ", f.id, "\n"));
+
+  /// Counts a failed engine call as a violation (the first 50 with their message).
+  bool Must(const Status& s, const char* what) {
+    if (!s.ok()) {
+      ++rep_.violations;
+      if (rep_.violation_messages.size() < 50)
+        rep_.violation_messages.push_back(absl::StrCat(what, ": ", s.ToString()));
     }
-    while (next < tr.events.size() && tr.events[next].time_ms <= tick) {
-      const TraceEvent& e = tr.events[next++];
-      switch (e.kind) {
-        case TraceEvent::kSubmit: {
-          if (!must(eng.Submit(e.spec), "Submit")) break;
-          Run r;
-          r.runtime_ms = e.runtime_ms;
-          if (opt.check) {
-            chk.Submitted(e.spec);
-            if (chk.FitsUnusedNominal(e.spec)) r.reclaim_from = e.time_ms;
-          }
-          runs[e.spec.id] = r;
-          break;
-        }
-        case TraceEvent::kCancel: {
-          auto it = runs.find(e.id);
-          if (it == runs.end() || it->second.admitted) break;
-          must(eng.Remove(e.id), "Remove(cancel)");
-          if (opt.check) chk.Removed(e.id);
-          runs.erase(it);
-          log(absl::StrCat(tick, " c ", e.id, "\n"));
-          break;
-        }
-        case TraceEvent::kUpsertQuota:
-          if (must(eng.UpsertQuota(e.quota), "UpsertQuota") && opt.check) chk.UpsertQuota(e.quota);
-          break;
-        case TraceEvent::kRemoveQuota:
-          if (must(eng.RemoveQuota(e.quota.team), "RemoveQuota") && opt.check)
-            chk.RemoveQuota(e.quota.team);
-          break;
-      }
+    return s.ok();
+  }
+
+  /// Adds `line` to the decision log (FNV-1a, and the text when kept).
+  void Log(const std::string& line) {
+    for (unsigned char c : line) hash_ = (hash_ ^ c) * 1099511628211ULL;
+    if (opt_.keep_log) rep_.log += line;
+  }
+
+  /// One tick: the finishes and events due, a cycle, its decisions and checks.
+  void Tick(int64_t tick) {
+    const int64_t cpu0 = CpuNs();
+    while (!finishes_.empty() && finishes_.top().at <= tick) {
+      const Finish f = finishes_.top();
+      finishes_.pop();
+      auto it = runs_.find(f.id);
+      if (it == runs_.end() || it->second.epoch != f.epoch || !it->second.admitted) continue;
+      Must(eng_.Remove(f.id), "Remove(finish)");
+      if (opt_.check) chk_.Removed(f.id);
+      runs_.erase(it);
+      Log(absl::StrCat(tick, " f ", f.id, "\n"));
     }
-    int64_t cpu1 = CpuNs();
-    rep.submit_cpu_s += (cpu1 - cpu0) * 1e-9;
-    const CycleResult res = eng.RunCycle(tick);
+    while (next_ < tr_.events.size() && tr_.events[next_].time_ms <= tick) {
+      Apply(tr_.events[next_++], tick);
+    }
+    const int64_t cpu1 = CpuNs();
+    rep_.submit_cpu_s += (cpu1 - cpu0) * 1e-9;
+    const CycleResult res = eng_.RunCycle(tick);
     const int64_t cpu2 = CpuNs();
-    rep.engine_cpu_s += (cpu2 - cpu1) * 1e-9;
-    rep.cycle_us.push_back((cpu2 - cpu1) * 1e-3);
-    ++rep.cycles;
-    rep.considered += res.considered;
-    rep.max_pending = std::max(rep.max_pending, eng.PendingCount());
+    rep_.engine_cpu_s += (cpu2 - cpu1) * 1e-9;
+    rep_.cycle_us.push_back((cpu2 - cpu1) * 1e-3);
+    ++rep_.cycles;
+    rep_.considered += res.considered;
+    rep_.max_pending = std::max(rep_.max_pending, eng_.PendingCount());
+    Record(res, tick);
+    if (opt_.check) Check(res, tick);
+  }
+
+  /// One trace event, told to the engine (and the checker once the engine took it).
+  void Apply(const TraceEvent& e, int64_t tick) {
+    switch (e.kind) {
+      case TraceEvent::kSubmit: {
+        if (!Must(eng_.Submit(e.spec), "Submit")) break;
+        Workload r;
+        r.runtime_ms = e.runtime_ms;
+        if (opt_.check) {
+          chk_.Submitted(e.spec);
+          if (chk_.FitsUnusedNominal(e.spec)) r.reclaim_from = e.time_ms;
+        }
+        runs_[e.spec.id] = r;
+        break;
+      }
+      case TraceEvent::kCancel: {
+        auto it = runs_.find(e.id);
+        if (it == runs_.end() || it->second.admitted) break;
+        Must(eng_.Remove(e.id), "Remove(cancel)");
+        if (opt_.check) chk_.Removed(e.id);
+        runs_.erase(it);
+        Log(absl::StrCat(tick, " c ", e.id, "\n"));
+        break;
+      }
+      case TraceEvent::kUpsertQuota:
+        if (Must(eng_.UpsertQuota(e.quota), "UpsertQuota") && opt_.check) chk_.UpsertQuota(e.quota);
+        break;
+      case TraceEvent::kRemoveQuota:
+        if (Must(eng_.RemoveQuota(e.quota.team), "RemoveQuota") && opt_.check)
+          chk_.RemoveQuota(e.quota.team);
+        break;
+    }
+  }
+
+  /// A cycle's admissions (their victims restart from zero when admitted again) and
+  /// never-fit classifications: counted, logged, and each admission's finish scheduled.
+  void Record(const CycleResult& res, int64_t tick) {
     for (const Admission& a : res.admitted) {
-      ++rep.admissions;
+      ++rep_.admissions;
       std::string line = absl::StrCat(tick, " a ", a.id);
       for (const Preemption& p : a.victims) {
-        ++rep.preemptions;
-        ++rep.preemptions_by_reason[static_cast<int>(p.reason)];
+        ++rep_.preemptions;
+        ++rep_.preemptions_by_reason[static_cast<int>(p.reason)];
         absl::StrAppend(&line, " v", p.victim, ":", std::string(PreemptionReasonName(p.reason)));
-        auto it = runs.find(p.victim);
-        if (it != runs.end()) {
+        auto it = runs_.find(p.victim);
+        if (it != runs_.end()) {
           it->second.admitted = false;
           ++it->second.epoch;
         }
       }
-      log(line + "\n");
-      Run& r = runs[a.id];
+      Log(line + "\n");
+      Workload& r = runs_[a.id];
       r.admitted = true;
       ++r.epoch;
       if (r.reclaim_from >= 0) {
-        rep.reclaim_latency_s.push_back((tick - r.reclaim_from) * 1e-3);
+        rep_.reclaim_latency_s.push_back((tick - r.reclaim_from) * 1e-3);
         r.reclaim_from = -1;
       }
-      finishes.push({tick + r.runtime_ms, a.id, r.epoch});
+      finishes_.push({tick + r.runtime_ms, a.id, r.epoch});
     }
     for (uint64_t id : res.never_fits) {
-      if (never_fit_seen.insert(id).second) ++rep.never_fits;
-      log(absl::StrCat(tick, " n ", id, "\n"));
+      if (never_fit_seen_.insert(id).second) ++rep_.never_fits;
+      Log(absl::StrCat(tick, " n ", id, "\n"));
     }
-    if (opt.check) {
-      const bool full = opt.full_check_every > 0 && rep.cycles % opt.full_check_every == 0;
-      const int64_t before = chk.violations();
-      chk.CheckCycle(res, eng, full);
-      if (getenv("GOV_DEBUG") && chk.violations() > before) {
-        fprintf(stderr, "%s\n", chk.messages().back().c_str());
-        for (const auto& m : {chk.messages().back()}) {
-          auto p = m.find("job ");
-          if (p == std::string::npos) continue;
-          uint64_t id = strtoull(m.c_str() + p + 4, nullptr, 10);
-          auto why = eng.Explain(id);
-          if (why.ok()) fprintf(stderr, "%s", RenderWhyPending(*why).c_str());
-        }
-        abort();
-      }
-      if (tick >= next_fair_sample) {
-        next_fair_sample = tick + 600'000;
-        std::vector<double> shares;
-        for (const auto& tv : chk.Teams())
-          if (tv.active && tv.weight > 0 && tv.weighted_share > 0 && tv.pending > 0)
-            shares.push_back(tv.weighted_share);
-        if (shares.size() >= 2) {
-          const double mean = std::accumulate(shares.begin(), shares.end(), 0.0) / shares.size();
-          double var = 0;
-          for (double s : shares) var += (s - mean) * (s - mean);
-          cv_sum += std::sqrt(var / shares.size()) / mean;
-          ++cv_n;
-        }
-      }
-    }
-    rep.end_time_ms = tick;
-    if (next >= tr.events.size() && finishes.empty()) break;
   }
-  rep.decisions = rep.admissions + rep.preemptions + rep.never_fits;
-  rep.violations += chk.violations();
-  for (const auto& m : chk.messages())
-    if (rep.violation_messages.size() < 50) rep.violation_messages.push_back(m);
-  rep.fairness_cv = cv_n ? cv_sum / cv_n : 0;
-  rep.log_hash = hash;
-  return rep;
-}
+
+  /// The invariant checker on this cycle, and every 10 minutes a fairness sample.
+  void Check(const CycleResult& res, int64_t tick) {
+    const bool full = opt_.full_check_every > 0 && rep_.cycles % opt_.full_check_every == 0;
+    const int64_t before = chk_.violations();
+    chk_.CheckCycle(res, eng_, full);
+    if (getenv("GOV_DEBUG") && chk_.violations() > before) DebugAbort();
+    if (tick >= next_fair_sample_) {
+      next_fair_sample_ = tick + 600'000;
+      SampleFairness();
+    }
+  }
+
+  /// GOV_DEBUG: prints the new violation and the engine's view of its job, then aborts.
+  void DebugAbort() const {
+    fprintf(stderr, "%s\n", chk_.messages().back().c_str());
+    for (const auto& m : {chk_.messages().back()}) {
+      auto p = m.find("job ");
+      if (p == std::string::npos) continue;
+      uint64_t id = strtoull(m.c_str() + p + 4, nullptr, 10);
+      auto why = eng_.Explain(id);
+      if (why.ok()) fprintf(stderr, "%s", RenderWhyPending(*why).c_str());
+    }
+    abort();
+  }
+
+  /// The coefficient of variation of the weighted shares of borrowing teams with demand.
+  void SampleFairness() {
+    std::vector<double> shares;
+    for (const auto& tv : chk_.Teams())
+      if (tv.active && tv.weight > 0 && tv.weighted_share > 0 && tv.pending > 0)
+        shares.push_back(tv.weighted_share);
+    if (shares.size() < 2) return;
+    const double mean = std::accumulate(shares.begin(), shares.end(), 0.0) / shares.size();
+    double var = 0;
+    for (double s : shares) var += (s - mean) * (s - mean);
+    cv_sum_ += std::sqrt(var / shares.size()) / mean;
+    ++cv_n_;
+  }
+
+  const Trace& tr_;
+  const SimOptions& opt_;
+  SimReport rep_;
+  Engine eng_;
+  InvariantChecker chk_;
+  std::unordered_map<uint64_t, Workload> runs_;
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  uint64_t hash_ = 1469598103934665603ULL;
+  std::unordered_set<uint64_t> never_fit_seen_;  // a reclassification is no new decision
+  size_t next_ = 0;
+  int64_t next_fair_sample_ = 600'000;
+  double cv_sum_ = 0;
+  int cv_n_ = 0;
+};
+
+}  // namespace
+
+SimReport Simulate(const Trace& tr, const SimOptions& opt) { return Simulation(tr, opt).Run(); }
 
 }  // namespace hf::governance

@@ -157,6 +157,22 @@ class InvariantChecker {
   void Add(int team, int type, const Amount& req, int sign);
   void SetConfig(int team, const TeamQuota* q);  // nullptr: remove
   void CheckReclaim(int team, int type);
+  // CheckCycle's steps (checker_cycle.cc), with what they note for the later ones.
+  struct CycleNotes {
+    std::vector<uint64_t> admitted_now;              // admitted without preemption
+    std::vector<char> evicted_types;                 // by type: a victim was evicted there
+    std::vector<std::pair<int, int>> evicted_queues;  // (team, type) of each victim
+  };
+  void CheckAdmission(const Admission& a, CycleNotes& notes);
+  void CheckEviction(const Admission& a, const Job& w, const Preemption& p, bool within_nominal,
+                     const Amount& own_victims, CycleNotes& notes);
+  void CheckOtherTeamVictim(const Admission& a, const Job& w, const Job& v, const Preemption& p,
+                            bool within_nominal, const Amount& own_victims);
+  void CheckAdmitted(const Admission& a, Job& w, CycleNotes& notes);
+  void CheckNeverFits(const std::vector<uint64_t>& never_fits);
+  void CompareUsage(const Engine& engine, bool full);
+  void CheckDueQueues(bool every_queue, const CycleNotes& notes);
+  void CheckOrdering(const CycleNotes& notes);
 
   std::vector<InstanceTypeCapacity> types_;
   std::vector<Amount> capacity_;  // by type: the whole cluster's
