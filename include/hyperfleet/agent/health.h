@@ -262,7 +262,9 @@ struct HealthMonitorOptions {
   std::string pci_devices = "/sys/bus/pci/devices";  ///< under root
   /// Kernel clock state; empty: adjtimex(2) when root is "/", otherwise not checked.
   std::function<std::optional<ClockSync>()> clock_sync;
-  const Clock* clock = nullptr;  ///< nullptr: the system clock
+  /// Report times, and the monotonic() time that command_interval, restart_settle and a
+  /// round's duration are measured in; nullptr: the system clock.
+  const Clock* clock = nullptr;
   const std::atomic<bool>* stop = nullptr;  ///< cuts restart waits short (agent Stop())
 };
 
@@ -294,6 +296,7 @@ class HealthMonitor {
   HealthReport Check(const CheckInputs& inputs = {});
 
  private:
+  void CheckCommands(const CheckInputs& inputs, HealthReport* report);
   HealthFinding CheckUnit(const std::string& unit, const CommandRunner& run);
   void CheckGpus(HealthReport* report);
   void ReadKernelLog();
@@ -301,11 +304,10 @@ class HealthMonitor {
   HealthMonitorOptions options_;
   std::map<std::string, int> restarts_;  ///< unit → restarts since last found active
   std::vector<HealthFinding> command_findings_;  ///< of the last init/unit round
-  std::optional<std::chrono::steady_clock::time_point> command_round_;
+  std::optional<SteadyTime> command_round_;  ///< when it ran (the Clock's monotonic())
   std::map<std::string, int> unit_pids_;  ///< unit -> MainPID seen active (node only)
   std::unique_ptr<Nvml> nvml_;
   int kmsg_fd_ = -1;
-  bool kmsg_failed_ = false;
   std::string kmsg_error_;
   std::string kmsg_partial_;   ///< an unterminated last line
   std::vector<XidEvent> xids_;  ///< every Xid seen this boot (bounded)
