@@ -3,7 +3,9 @@
 // request body that already passed the service model's validation and returns the response
 // body, or a Status that errors.h maps to the AWS error. Operations write the store
 // synchronously (acknowledged = durable) and leave the rest to the controllers, which they
-// notify through the change sink.
+// notify through the change sink. The implementation is split by concern: src/api/
+// cluster_crud.cc, cluster_update.cc (UpdateCluster's declarative replace), cluster_nodes.cc,
+// node_recovery.cc, cluster_events.cc, and cluster_rules.cc (the rules on specifications).
 #include <functional>
 #include <string>
 #include <string_view>

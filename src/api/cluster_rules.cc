@@ -1,0 +1,87 @@
+#include "cluster_rules.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "cluster_request.h"
+
+namespace hf::api {
+
+using Json = nlohmann::json;
+using cluster_request::RuleViolation;
+using cluster_request::Str;
+
+model::InstanceGroup GroupFromSpec(const Json& spec) {
+  model::InstanceGroup g;
+  g.spec = spec;
+  g.name = Str(spec, "InstanceGroupName");
+  g.instance_type = Str(spec, "InstanceType");
+  if (g.instance_type.empty() && spec.contains("InstanceRequirements")) {
+    // Flexible instance types: run the first one listed.
+    const Json& types = spec["InstanceRequirements"].value("InstanceTypes", Json::array());
+    if (!types.empty() && types[0].is_string()) g.instance_type = types[0];
+    g.spec["InstanceType"] = g.instance_type;
+  }
+  g.target_count = spec.value("InstanceCount", 0);
+  return g;
+}
+
+Status CheckGroupSpecs(const Json& groups) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const Json& g = groups[i];
+    const std::string where = absl::StrCat("instanceGroups.", i + 1, ".member");
+    const std::string name = Str(g, "InstanceGroupName");
+    if (!names.insert(name).second) {
+      return RuleViolation(absl::StrCat("Instance group names must be unique: '", name,
+                                        "' appears more than once in InstanceGroups."));
+    }
+    const bool has_type = g.contains("InstanceType");
+    const bool has_reqs = g.contains("InstanceRequirements");
+    if (has_type == has_reqs) {
+      return RuleViolation(absl::StrCat(
+          "Instance group '", name, "' at '", where,
+          "' must specify exactly one of InstanceType and InstanceRequirements."));
+    }
+    if (has_reqs && g["InstanceRequirements"].value("InstanceTypes", Json::array()).empty()) {
+      return RuleViolation(absl::StrCat("Instance group '", name, "' at '", where,
+                                        ".instanceRequirements' lists no InstanceTypes."));
+    }
+    const Json lc = g.value("LifeCycleConfig", Json());
+    if (!lc.is_object() || Str(lc, "SourceS3Uri").empty() || Str(lc, "OnCreate").empty()) {
+      return RuleViolation(absl::StrCat(
+          "Instance group '", name, "' at '", where,
+          ".lifeCycleConfig' needs a LifeCycleConfig with SourceS3Uri and OnCreate: HyperPod "
+          "runs the OnCreate script from that S3 prefix on every new instance."));
+    }
+    if (g.contains("MinInstanceCount") &&
+        g["MinInstanceCount"].get<int>() > g.value("InstanceCount", 0)) {
+      return RuleViolation(absl::StrCat("Instance group '", name,
+                                        "': MinInstanceCount cannot exceed InstanceCount."));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status CheckOrchestrator(const Json& in) {
+  auto it = in.find("Orchestrator");
+  if (it == in.end()) return absl::OkStatus();
+  const bool eks = it->contains("Eks"), slurm = it->contains("Slurm");
+  if (eks && slurm) {
+    return RuleViolation("Orchestrator must specify exactly one of Eks and Slurm.");
+  }
+  if (eks) {
+    return RuleViolation(
+        "Orchestrator.Eks is not supported by Hyperfleet yet: clusters are orchestrated by "
+        "Slurm. Omit Orchestrator or give Orchestrator.Slurm.");
+  }
+  return absl::OkStatus();
+}
+
+int TotalInstances(const std::vector<model::InstanceGroup>& groups) {
+  int total = 0;
+  for (const auto& g : groups) total += g.target_count;
+  return total;
+}
+
+}  // namespace hf::api

@@ -1,0 +1,298 @@
+// ClusterOperations' HyperPod rules, through the ApiHandler on an in-memory store: unique
+// instance group names, InstanceType XOR InstanceRequirements, UpdateCluster's declarative
+// replace (a group left out of InstanceGroups must be in InstanceGroupsToDelete), an
+// instance group's fixed InstanceType, ConflictException outside InService, ResourceInUse
+// for a taken name, ResourceNotFound for unknown clusters, nodes and events. Every rejected
+// request names what is wrong and writes nothing.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "api_world.h"
+
+namespace hf::api {
+namespace {
+
+using Json = nlohmann::json;
+using testing::ApiWorld;
+
+class ClusterOperationsTest : public ::testing::Test {
+ protected:
+  /// A request's outcome: the AWS error type ("OK" on success) and message.
+  struct Outcome {
+    std::string type, message;
+    Json body;
+  };
+  Outcome Sm(const std::string& op, const Json& in) {
+    auto r = w_.Sm(op, in);
+    Outcome o;
+    o.type = ApiWorld::ErrorOf(r, &o.message);
+    if (r.ok()) o.body = *r;
+    return o;
+  }
+
+  /// What a client can see of everything: clusters, their descriptions, nodes and events.
+  Json Everything() {
+    Json all = Json::object();
+    const auto list = w_.Sm("ListClusters", {{"MaxResults", 100}}).value();
+    all["list"] = list;
+    for (const auto& s : list["ClusterSummaries"]) {
+      const std::string name = s["ClusterName"];
+      all[name]["cluster"] = w_.Sm("DescribeCluster", {{"ClusterName", name}}).value();
+      all[name]["nodes"] =
+          w_.Sm("ListClusterNodes", {{"ClusterName", name}, {"MaxResults", 100}}).value();
+      all[name]["events"] =
+          w_.Sm("ListClusterEvents", {{"ClusterName", name}, {"MaxResults", 100}}).value();
+    }
+    return all;
+  }
+
+  /// Expects `op` on `in` to fail with `type` and a message containing each of `words`,
+  /// and to leave everything as it was.
+  void ExpectRejected(const std::string& op, const Json& in, const std::string& type,
+                      std::initializer_list<std::string> words) {
+    const Json before = Everything();
+    const Outcome o = Sm(op, in);
+    EXPECT_EQ(o.type, type) << op << " " << in.dump() << ": " << o.message;
+    for (const auto& w : words) {
+      EXPECT_NE(o.message.find(w), std::string::npos) << "'" << w << "' not in: " << o.message;
+    }
+    EXPECT_EQ(Everything(), before) << op << " " << in.dump() << " changed something";
+  }
+
+  /// A group specification like ApiWorld::ClusterSpec's, named `name`.
+  static Json Group(const std::string& name, int count = 2,
+                    const std::string& type = "ml.c5.xlarge") {
+    Json g = ApiWorld::ClusterSpec("x", count)["InstanceGroups"][0];
+    g["InstanceGroupName"] = name;
+    g["InstanceType"] = type;
+    return g;
+  }
+
+  /// Creates InService cluster `name` with `groups`.
+  void CreateInService(const std::string& name, const Json& groups) {
+    ASSERT_EQ(Sm("CreateCluster", {{"ClusterName", name}, {"InstanceGroups", groups}}).type,
+              "OK");
+    w_.SetClusterStatus(name, "InService");
+  }
+
+  /// {InstanceGroupName: Status} of DescribeCluster.
+  std::map<std::string, std::string> GroupStatuses(const std::string& name) {
+    std::map<std::string, std::string> out;
+    const auto d = w_.Sm("DescribeCluster", {{"ClusterName", name}}).value();
+    for (const auto& g : d["InstanceGroups"]) out[g["InstanceGroupName"]] = g["Status"];
+    return out;
+  }
+
+  ApiWorld w_;
+};
+
+TEST_F(ClusterOperationsTest, InstanceGroupNamesAreUnique) {
+  ExpectRejected("CreateCluster",
+                 {{"ClusterName", "dup"}, {"InstanceGroups", {Group("a"), Group("b"), Group("a")}}},
+                 "ValidationException",
+                 {"Instance group names must be unique: 'a' appears more than once"});
+  CreateInService("c", Json::array({Group("a")}));
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "c"}, {"InstanceGroups", {Group("a"), Group("a", 3)}}},
+                 "ValidationException", {"must be unique: 'a'"});
+}
+
+TEST_F(ClusterOperationsTest, ExactlyOneOfInstanceTypeAndInstanceRequirements) {
+  Json both = Group("a");
+  both["InstanceRequirements"] = {{"InstanceTypes", {"ml.c5.xlarge"}}};
+  ExpectRejected("CreateCluster", {{"ClusterName", "c"}, {"InstanceGroups", {both}}},
+                 "ValidationException",
+                 {"Instance group 'a' at 'instanceGroups.1.member' must specify exactly one of "
+                  "InstanceType and InstanceRequirements."});
+  Json neither = Group("b");
+  neither.erase("InstanceType");
+  ExpectRejected("CreateCluster", {{"ClusterName", "c"}, {"InstanceGroups", {Group("a"), neither}}},
+                 "ValidationException",
+                 {"'b' at 'instanceGroups.2.member' must specify exactly one"});
+  // Flexible instance types: the group runs the first one listed.
+  Json flexible = Group("f");
+  flexible.erase("InstanceType");
+  flexible["InstanceRequirements"] = {{"InstanceTypes", {"ml.m5.xlarge", "ml.c5.xlarge"}}};
+  ASSERT_EQ(Sm("CreateCluster", {{"ClusterName", "flex"}, {"InstanceGroups", {flexible}}}).type,
+            "OK");
+  const auto d = w_.Sm("DescribeCluster", {{"ClusterName", "flex"}}).value();
+  EXPECT_EQ(d["InstanceGroups"][0]["InstanceType"], "ml.m5.xlarge") << d.dump();
+}
+
+TEST_F(ClusterOperationsTest, OtherGroupRulesOfCreateCluster) {
+  ExpectRejected("CreateCluster", {{"ClusterName", "c"}}, "ValidationException",
+                 {"InstanceGroups must list at least one instance group."});
+  Json no_lifecycle = Group("a");
+  no_lifecycle.erase("LifeCycleConfig");
+  ExpectRejected("CreateCluster", {{"ClusterName", "c"}, {"InstanceGroups", {no_lifecycle}}},
+                 "ValidationException",
+                 {"'instanceGroups.1.member.lifeCycleConfig' needs a LifeCycleConfig"});
+  Json min_above = Group("a", 2);
+  min_above["MinInstanceCount"] = 3;
+  ExpectRejected("CreateCluster", {{"ClusterName", "c"}, {"InstanceGroups", {min_above}}},
+                 "ValidationException", {"MinInstanceCount cannot exceed InstanceCount"});
+  ExpectRejected("CreateCluster",
+                 {{"ClusterName", "c"},
+                  {"InstanceGroups", {Group("a")}},
+                  {"Orchestrator", {{"Eks", {{"ClusterArn",
+                                              "arn:aws:eks:us-west-2:123456789012:cluster/k"}}}}}},
+                 "ValidationException", {"Orchestrator.Eks is not supported"});
+}
+
+TEST_F(ClusterOperationsTest, ATakenNameIsResourceInUse) {
+  CreateInService("taken", Json::array({Group("a")}));
+  ExpectRejected("CreateCluster", {{"ClusterName", "taken"}, {"InstanceGroups", {Group("a")}}},
+                 "ResourceInUse",
+                 {"Resource Already Exists: Cluster with name taken already exists. Choose a "
+                  "different name."});
+}
+
+TEST_F(ClusterOperationsTest, UpdateClusterReplacesTheListOfGroups) {
+  CreateInService("c", Json::array({Group("a"), Group("b")}));
+  // Leaving b out is not deleting it.
+  ExpectRejected("UpdateCluster", {{"ClusterName", "c"}, {"InstanceGroups", {Group("a", 3)}}},
+                 "ValidationException",
+                 {"Instance group 'b' is missing from InstanceGroups",
+                  "name groups to remove in InstanceGroupsToDelete"});
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "c"},
+                  {"InstanceGroups", {Group("a"), Group("b")}},
+                  {"InstanceGroupsToDelete", {"b"}}},
+                 "ValidationException",
+                 {"Instance group 'b' is both in InstanceGroups and in InstanceGroupsToDelete."});
+  ExpectRejected("UpdateCluster", {{"ClusterName", "c"}, {"InstanceGroupsToDelete", {"zz"}}},
+                 "ValidationException",
+                 {"InstanceGroupsToDelete names 'zz', which is not an instance group of cluster c."});
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "c"}, {"InstanceGroupsToDelete", {"a", "b"}}},
+                 "ValidationException",
+                 {"UpdateCluster would leave the cluster without instance groups."});
+
+  // Listed with b named for deletion: a scales, b goes, c is added.
+  const Outcome o = Sm("UpdateCluster", {{"ClusterName", "c"},
+                                         {"InstanceGroups", {Group("a", 3), Group("new", 1)}},
+                                         {"InstanceGroupsToDelete", {"b"}}});
+  ASSERT_EQ(o.type, "OK") << o.message;
+  const auto d = w_.Sm("DescribeCluster", {{"ClusterName", "c"}}).value();
+  EXPECT_EQ(d["ClusterStatus"], "Updating");
+  EXPECT_EQ(GroupStatuses("c"),
+            (std::map<std::string, std::string>{{"a", "Updating"}, {"new", "Updating"},
+                                                {"b", "Deleting"}}));
+  const auto events = w_.Sm("ListClusterEvents", {{"ClusterName", "c"},
+                                                  {"SortOrder", "Ascending"},
+                                                  {"MaxResults", 100}})
+                          .value()["Events"];
+  std::vector<std::string> texts;
+  for (const auto& e : events) texts.push_back(e["Description"]);
+  const std::vector<std::string> tail(texts.end() - 4, texts.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"Cluster c update started",
+                                            "Instance group a scaling from 2 to 3",
+                                            "Instance group new added with target count 1",
+                                            "Instance group b deletion started"}));
+  // All four at one moment.
+  for (size_t k = events.size() - 4; k < events.size(); ++k) {
+    EXPECT_EQ(events[k]["EventTime"], events[events.size() - 4]["EventTime"]);
+  }
+
+  // Without InstanceGroups, only the settings change and every group stays.
+  w_.SetClusterStatus("c", "InService");
+  ASSERT_EQ(Sm("UpdateCluster", {{"ClusterName", "c"}, {"NodeRecovery", "None"}}).type, "OK");
+  const auto after = w_.Sm("DescribeCluster", {{"ClusterName", "c"}}).value();
+  EXPECT_EQ(after["ClusterStatus"], "InService");
+  EXPECT_EQ(after["NodeRecovery"], "None");
+  EXPECT_EQ(after["InstanceGroups"].size(), 3u);  // a, new, and b still deleting
+}
+
+TEST_F(ClusterOperationsTest, AGroupsInstanceTypeCannotChange) {
+  CreateInService("c", Json::array({Group("a")}));
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "c"}, {"InstanceGroups", {Group("a", 2, "ml.m5.xlarge")}}},
+                 "ValidationException",
+                 {"The InstanceType of instance group 'a' cannot change (ml.c5.xlarge to "
+                  "ml.m5.xlarge). Add a new group instead and delete this one."});
+}
+
+TEST_F(ClusterOperationsTest, AGroupBeingDeletedCannotComeBackYet) {
+  CreateInService("c", Json::array({Group("a"), Group("b")}));
+  ASSERT_EQ(Sm("UpdateCluster", {{"ClusterName", "c"}, {"InstanceGroupsToDelete", {"b"}}}).type,
+            "OK");
+  w_.SetClusterStatus("c", "InService");
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "c"}, {"InstanceGroups", {Group("a"), Group("b")}}},
+                 "ConflictException",
+                 {"Instance group 'b' is still being deleted; add it again later."});
+}
+
+TEST_F(ClusterOperationsTest, ChangesOutsideInServiceAreConflicts) {
+  ASSERT_EQ(Sm("CreateCluster", ApiWorld::ClusterSpec("c")).type, "OK");  // Creating
+  const std::string node_id = "i-0123456789abcdef0";
+  ExpectRejected("UpdateCluster", {{"ClusterName", "c"}, {"NodeRecovery", "None"}},
+                 "ConflictException",
+                 {"Cluster c is Creating; UpdateCluster is accepted only while the cluster is "
+                  "InService."});
+  ExpectRejected("BatchDeleteClusterNodes", {{"ClusterName", "c"}, {"NodeIds", {node_id}}},
+                 "ConflictException",
+                 {"Cluster c is Creating; nodes can be deleted once it is InService."});
+  ExpectRejected("BatchRebootClusterNodes", {{"ClusterName", "c"}, {"NodeIds", {node_id}}},
+                 "ConflictException",
+                 {"Cluster c is Creating; nodes can be rebooted while it is InService or "
+                  "Updating."});
+  ExpectRejected("BatchReplaceClusterNodes", {{"ClusterName", "c"}, {"NodeIds", {node_id}}},
+                 "ConflictException", {"nodes can be replaced while it is InService"});
+  for (const char* status : {"Updating", "Failed", "RollingBack", "SystemUpdating"}) {
+    w_.SetClusterStatus("c", status);
+    ExpectRejected("UpdateCluster", {{"ClusterName", "c"}, {"NodeRecovery", "None"}},
+                   "ConflictException", {std::string("Cluster c is ") + status});
+  }
+  // DeleteCluster is taken in any status, and a cluster being deleted takes no more changes.
+  ASSERT_EQ(Sm("DeleteCluster", {{"ClusterName", "c"}}).type, "OK");
+  ExpectRejected("UpdateCluster", {{"ClusterName", "c"}, {"NodeRecovery", "None"}},
+                 "ConflictException", {"Cluster c is Deleting"});
+  ExpectRejected("BatchDeleteClusterNodes", {{"ClusterName", "c"}, {"NodeIds", {node_id}}},
+                 "ConflictException", {"Cluster c is Deleting"});
+}
+
+TEST_F(ClusterOperationsTest, UnknownClustersNodesAndEventsAreNotFound) {
+  const Json unknown = {{"ClusterName", "nope"}};
+  for (const char* op : {"DescribeCluster", "DeleteCluster", "ListClusterNodes",
+                         "ListClusterEvents"}) {
+    ExpectRejected(op, unknown, "ResourceNotFound", {"nope"});
+  }
+  ExpectRejected("UpdateCluster", {{"ClusterName", "nope"}, {"NodeRecovery", "None"}},
+                 "ResourceNotFound", {"nope"});
+  ExpectRejected("BatchDeleteClusterNodes",
+                 {{"ClusterName", "nope"}, {"NodeIds", {"i-0123456789abcdef0"}}},
+                 "ResourceNotFound", {"nope"});
+  ExpectRejected("DescribeClusterNode", {{"ClusterName", "nope"}, {"NodeId", "i-0123456789abcdef0"}},
+                 "ResourceNotFound", {"nope"});
+  ExpectRejected("DescribeClusterEvent",
+                 {{"ClusterName", "nope"}, {"EventId", "01234567-89ab-cdef-0123-456789abcdef"}},
+                 "ResourceNotFound", {"nope"});
+
+  CreateInService("c", Json::array({Group("a")}));
+  ExpectRejected("DescribeClusterNode", {{"ClusterName", "c"}, {"NodeId", "i-0123456789abcdef0"}},
+                 "ResourceNotFound", {"Node i-0123456789abcdef0 not found in cluster c"});
+  ExpectRejected("DescribeClusterNode", {{"ClusterName", "c"}, {"NodeLogicalId", "a-nothere"}},
+                 "ResourceNotFound", {"Node a-nothere not found in cluster c"});
+  ExpectRejected("DescribeClusterEvent",
+                 {{"ClusterName", "c"}, {"EventId", "01234567-89ab-cdef-0123-456789abcdef"}},
+                 "ResourceNotFound", {"01234567-89ab-cdef-0123-456789abcdef"});
+  // Unknown nodes of a batch fail one by one; the request itself succeeds.
+  const Outcome o = Sm("BatchDeleteClusterNodes",
+                       {{"ClusterName", "c"}, {"NodeIds", {"i-0123456789abcdef0"}}});
+  ASSERT_EQ(o.type, "OK") << o.message;
+  EXPECT_EQ(o.body["Failed"][0]["Code"], "NodeIdNotFound") << o.body.dump();
+}
+
+TEST_F(ClusterOperationsTest, DescribeClusterNodeNeedsExactlyOneId) {
+  CreateInService("c", Json::array({Group("a")}));
+  ExpectRejected("DescribeClusterNode", {{"ClusterName", "c"}}, "ValidationException",
+                 {"Specify exactly one of NodeId and NodeLogicalId."});
+  ExpectRejected("DescribeClusterNode",
+                 {{"ClusterName", "c"}, {"NodeId", "i-0123456789abcdef0"}, {"NodeLogicalId", "a-1"}},
+                 "ValidationException", {"Specify exactly one of NodeId and NodeLogicalId."});
+}
+
+}  // namespace
+}  // namespace hf::api
