@@ -74,6 +74,11 @@ int main(int argc, char** argv) {
                   "https_proxy) or none")
       ->capture_default_str()
       ->check(CLI::IsMember({"nat", "proxy", "none"}));
+  srv->add_option("--node-egress-allow", server.node_egress_allow,
+                  "local provider, nat: the only IPv4 addresses or CIDRs nodes reach beyond the "
+                  "host (besides their DNS resolvers); repeat or separate with commas; "
+                  "default: anywhere")
+      ->delimiter(',');
   srv->add_option("--s3-endpoint-url", server.s3_endpoint_url,
                   "S3-compatible endpoint for lifecycle scripts (signed with AWS_ACCESS_KEY_ID/"
                   "AWS_SECRET_ACCESS_KEY); default: the local bucket directory <data-dir>/s3");

@@ -254,6 +254,7 @@ Status RunServer(const ServerFlags& flags) {
       return provider::InstanceCaps{spec->vcpus, spec->memory_gib, spec->nvme_gb.value_or(0)};
     };
     local.apt_proxy_port = flags.node_apt_proxy_port;
+    local.node_egress_allow = flags.node_egress_allow;
     local.node_egress = flags.node_egress == "proxy" ? provider::NodeEgress::kProxy
                         : flags.node_egress == "none" ? provider::NodeEgress::kNone
                                                       : provider::NodeEgress::kNat;

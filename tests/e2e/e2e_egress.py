@@ -19,7 +19,7 @@ import threading
 import unittest
 import urllib.request
 
-from harness import BINARY, Server, aws_env, main, wait_until
+from harness import BINARY, Server, aws_env, main, mirror_addresses, wait_until
 
 MIRROR_URL = "http://deb.debian.org/debian/dists/bookworm/Release"
 IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
@@ -60,10 +60,12 @@ def hyperfleet_bridges():
 class Fleet:
     """One server with the local provider and its own data dir and bucket."""
 
-    def __init__(self, egress, scripts, env=None):
+    def __init__(self, egress, scripts, env=None, allow=()):
         self.server = Server(provider="local",
                              extra_args=["--node-egress", egress, "--lifecycle-timeout", "300",
-                                         "--heartbeat-interval", "2"])
+                                         "--heartbeat-interval", "2",
+                                         *(["--node-egress-allow", ",".join(allow)] if allow
+                                           else [])])
         self.env_override = env or {}
         for name, text in scripts.items():
             path = os.path.join(self.server.data_dir, "s3", "egress", name, "on_create.sh")
@@ -231,7 +233,9 @@ class EgressTest(unittest.TestCase):
             cls.ip_forward_before = f.read().strip()
         cls.nat = Fleet("nat", {"apt": ON_CREATE_APT, "plain": ON_CREATE})
         cls.none = Fleet("none", {"plain": ON_CREATE})
-        cls.fleets = [cls.nat, cls.none]
+        # nat, but only to the mirror (what the harness gives every other test's nodes).
+        cls.allow = Fleet("nat", {"plain": ON_CREATE}, allow=mirror_addresses())
+        cls.fleets = [cls.nat, cls.none, cls.allow]
         cls.outside = OutsideHost()
         try:
             for fleet in cls.fleets:
@@ -239,11 +243,14 @@ class EgressTest(unittest.TestCase):
             cls.nat.create("eg-a", 1, "apt")
             cls.nat.create("eg-b", 2, "plain")
             cls.none.create("eg-n", 1, "plain")
-            for fleet, name in [(cls.nat, "eg-a"), (cls.nat, "eg-b"), (cls.none, "eg-n")]:
+            cls.allow.create("eg-w", 1, "plain")
+            for fleet, name in [(cls.nat, "eg-a"), (cls.nat, "eg-b"), (cls.none, "eg-n"),
+                                (cls.allow, "eg-w")]:
                 fleet.wait_in_service(name)
             cls.a = cls.nat.nodes("eg-a")
             cls.b = cls.nat.nodes("eg-b")
             cls.n = cls.none.nodes("eg-n")
+            cls.w = cls.allow.nodes("eg-w")
             cls.bridges = {f.network(name)["bridge"] for f in cls.fleets for name in f.clusters}
         except BaseException:
             cls.tearDownClass()
@@ -305,6 +312,21 @@ class EgressTest(unittest.TestCase):
         finally:
             in_b1.close()
             in_a1.close()
+
+    def test_4b_an_allow_list_keeps_nodes_to_the_mirror(self):
+        iid, _ = self.w[0]
+        r = self.allow.run_on("eg-w", iid, "getent hosts deb.debian.org && curl -sS --max-time 5 "
+                              f"-o /dev/null -w 'code=%{{http_code}}' {MIRROR_URL}")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("code=200", r.stdout)
+        port = self.outside.listener.port
+        self.assertFalse(probe(self.allow.netns(iid), self.outside.ip, port),
+                         "a node reached a destination outside its allow list")
+        self.assertTrue(probe(self.nat.netns(self.a[0][0]), self.outside.ip, port),
+                        "a nat node without an allow list reaches it")
+        table = nft_table(self.allow.fleet)  # nft prints a one-element set as the element
+        for address in mirror_addresses():
+            self.assertIn(f"ip daddr {address.removesuffix('/32')}", table.replace("{ ", ""))
 
     def test_4_none_reaches_nothing_outside(self):
         iid, _ = self.n[0]

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -37,6 +38,16 @@ def wait_until(predicate, timeout=30.0, what="condition", interval=0.05):
                          + (f" (last error: {last_error})" if last_error else ""))
 
 
+def mirror_addresses():
+    """The IPv4 addresses of the Debian mirror (deb.debian.org), as /32s; none when it does
+    not resolve (then local nodes reach only their resolvers)."""
+    try:
+        infos = socket.getaddrinfo("deb.debian.org", 80, socket.AF_INET, socket.SOCK_STREAM)
+    except OSError:
+        return ["192.0.2.1/32"]  # TEST-NET-1: routes nowhere; keeps the allow list non-empty
+    return sorted({f"{info[4][0]}/32" for info in infos})
+
+
 class Server:
     """A control plane process. Use as a context manager or call start()/stop()."""
 
@@ -45,6 +56,9 @@ class Server:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="hf-e2e-")
         self.boot_delay_ms = boot_delay_ms
         self.extra_args = ["--provider", provider, *extra_args]
+        if provider == "local" and not any(a.startswith("--node-egress") for a in extra_args):
+            # Test nodes reach nothing beyond this host but the Debian mirror.
+            self.extra_args += ["--node-egress-allow", ",".join(mirror_addresses())]
         self.proc = None
         self.endpoint = None
         self.port = 0

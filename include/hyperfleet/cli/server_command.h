@@ -37,6 +37,7 @@ struct ServerFlags {
   /// start); empty: only on the local provider's cluster bridges.
   std::string agent_listen;
   std::string node_egress = "nat";         ///< nat, proxy or none (docs/nodes.md "Network")
+  std::vector<std::string> node_egress_allow;  ///< nat: the only outside IPv4 CIDRs (empty: any)
   // lifecycle bundles
   std::string s3_endpoint_url;             ///< S3-compatible endpoint; empty: <data-dir>/s3
 };

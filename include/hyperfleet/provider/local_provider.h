@@ -81,6 +81,9 @@ class LocalProvider final : public Provider {
     /// Proxy variables for nodes (http_proxy, https_proxy, no_proxy, upper-case too), e.g.
     /// the server's environment; a proxy on loopback is reached at the bridge host address.
     std::map<std::string, std::string> proxy_environment;
+    /// kNat: when not empty, the only IPv4 destinations (CIDRs or addresses, "a.b.c.d/n")
+    /// nodes reach beyond the host, plus their DNS resolvers on port 53; empty = anywhere.
+    std::vector<std::string> node_egress_allow;
     int stop_timeout_seconds = 20;  ///< clean poweroff budget before the node is killed
   };
 

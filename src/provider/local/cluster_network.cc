@@ -189,6 +189,17 @@ StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {
   c.apt_proxy_port = options.apt_proxy_port;
   c.region = options.region;
   HF_ASSIGN_OR_RETURN(c.proxies, ProxySettingsFrom(options.proxy_environment));
+  for (const std::string& entry : options.node_egress_allow) {
+    const auto prefix = ParseIpv4Prefix(entry);
+    if (!prefix) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--node-egress-allow: '", entry, "' is not an IPv4 address or CIDR (a.b.c.d/n)"));
+    }
+    c.allow.push_back(absl::StrCat(Ipv4Text(prefix->first), "/", prefix->second));
+  }
+  if (!c.allow.empty() && c.egress != NodeEgress::kNat) {
+    return absl::InvalidArgumentError("--node-egress-allow applies to --node-egress nat only");
+  }
   if (c.egress != NodeEgress::kProxy) return c;
   if (!c.proxies.any()) {
     return absl::InvalidArgumentError(
@@ -220,6 +231,8 @@ FirewallSpec ClusterNetworks::Spec() const {
   spec.host_ports = HostProxyPorts(config_.proxies);
   if (config_.apt_proxy_port != 0) spec.host_ports.push_back(config_.apt_proxy_port);
   if (config_.egress == NodeEgress::kProxy) spec.remote_proxies = RemoteProxies(config_.proxies);
+  spec.egress_allow = config_.allow;
+  if (!spec.egress_allow.empty()) spec.resolvers = Nameservers(NodeResolvConf(nullptr));
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root_ + "/clusters", ec)) {
     auto text = ReadFile(entry.path().string() + "/network.json");
@@ -281,12 +294,17 @@ std::vector<std::vector<std::string>> ClusterNetworks::NodeRoutes(
                                                                 : std::vector<TcpEndpoint>{});
 }
 
-Status ClusterNetworks::WriteNodeFiles(const std::string& m, const NodeNetwork& net) {
-  std::string note;
+std::string ClusterNetworks::NodeResolvConf(std::string* note) const {
   auto host = ReadFile("/etc/resolv.conf");
   auto upstream = ReadFile("/run/systemd/resolve/resolv.conf");
-  const std::string resolv = ResolvConf(config_.egress, host.ok() ? *host : "",
-                                        upstream.ok() ? *upstream : "", &note);
+  std::string ignored;
+  return ResolvConf(config_.egress, host.ok() ? *host : "", upstream.ok() ? *upstream : "",
+                    note ? note : &ignored);
+}
+
+Status ClusterNetworks::WriteNodeFiles(const std::string& m, const NodeNetwork& net) {
+  std::string note;
+  const std::string resolv = NodeResolvConf(&note);
   if (!note.empty() && !resolv_note_logged_.exchange(true)) {
     spdlog::warn("local provider: {}", note);
   }

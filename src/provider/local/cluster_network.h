@@ -44,10 +44,12 @@ struct EgressConfig {
   uint16_t apt_proxy_port = 0;
   ProxySettings proxies;  ///< kProxy: proxy host names already resolved to IPv4 addresses
   std::string region;
+  std::vector<std::string> allow;  ///< kNat: allowed destinations, "a.b.c.d/n" (normalised)
 };
 
 /// Checks the Options' egress settings; with kProxy resolves proxy host names (IPv4, once).
-/// Errors: InvalidArgument for a malformed proxy variable or kProxy without a proxy;
+/// Errors: InvalidArgument for a malformed proxy variable, kProxy without a proxy, or a
+/// node_egress_allow entry that is no IPv4 CIDR (or is given without kNat);
 /// FailedPrecondition when a proxy's name does not resolve.
 StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options);
 
@@ -83,6 +85,8 @@ class ClusterNetworks {
 
  private:
   FirewallSpec Spec() const;
+  /// The resolv.conf nodes get (ResolvConf over the host's files); `note` as ResolvConf's.
+  std::string NodeResolvConf(std::string* note) const;
   Status SetForwarding(bool needed);
 
   const EgressConfig config_;

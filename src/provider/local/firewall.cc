@@ -45,7 +45,17 @@ void ForwardRules(const FirewallSpec& spec, const ClusterSubnet& c, std::string&
   absl::StrAppend(&out, "\t\tiifname ", b, " oifname \"hfb*\" drop\n");
   switch (spec.egress) {
     case NodeEgress::kNat:
-      absl::StrAppend(&out, "\t\tiifname ", b, " accept\n");
+      if (spec.egress_allow.empty()) {
+        absl::StrAppend(&out, "\t\tiifname ", b, " accept\n");
+        break;
+      }
+      absl::StrAppend(&out, "\t\tiifname ", b, " ip daddr { ", absl::StrJoin(spec.egress_allow, ", "),
+                      " } accept\n");
+      if (!spec.resolvers.empty()) {
+        absl::StrAppend(&out, "\t\tiifname ", b, " ip daddr { ", absl::StrJoin(spec.resolvers, ", "),
+                        " } meta l4proto { tcp, udp } th dport 53 accept\n");
+      }
+      absl::StrAppend(&out, "\t\tiifname ", b, " drop\n");
       break;
     case NodeEgress::kProxy:
       for (const TcpEndpoint& p : spec.remote_proxies) {

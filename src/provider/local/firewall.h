@@ -34,6 +34,10 @@ struct FirewallSpec {
   std::vector<uint16_t> host_ports;
   /// kProxy: the only destinations beyond the host that nodes reach (masqueraded).
   std::vector<TcpEndpoint> remote_proxies;
+  /// kNat: when not empty, the only destinations beyond the host ("a.b.c.d/n"), besides
+  /// `resolvers` on port 53 (UDP and TCP); empty = anywhere.
+  std::vector<std::string> egress_allow;
+  std::vector<std::string> resolvers;  ///< IPv4 addresses of the nodes' nameservers
   std::vector<ClusterSubnet> clusters;  ///< any order (rendered sorted by bridge)
 };
 
@@ -49,7 +53,8 @@ bool NeedsForwarding(const FirewallSpec& spec);
 /// (host address H, subnet S):
 ///   input:   from B only replies, and TCP to H on the agent port and `host_ports`;
 ///   forward: B to B (bridged, seen with br_netfilter) passes; into B only replies; B to any
-///            Hyperfleet bridge ("hfb*", any fleet) is dropped; B outwards passes (kNat),
+///            Hyperfleet bridge ("hfb*", any fleet) is dropped; B outwards passes (kNat; with
+///            `egress_allow`, only to those prefixes and to the resolvers' port 53),
 ///            passes only to the remote proxies (kProxy) or is dropped (kNone);
 ///   postrouting (nat): S leaving through a non-bridge interface is masqueraded (kNat; kProxy
 ///            only towards the remote proxies).

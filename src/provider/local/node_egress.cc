@@ -246,6 +246,19 @@ std::string ResolvConf(NodeEgress egress, std::string_view host, std::string_vie
   return out;
 }
 
+std::vector<std::string> Nameservers(std::string_view resolv_conf) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(A(resolv_conf), '\n')) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (f.size() >= 2 && f[0] == "nameserver" &&
+        ParseIpv4(std::string_view(f[1].data(), f[1].size()))) {
+      out.emplace_back(f[1]);
+    }
+  }
+  return out;
+}
+
 std::vector<std::vector<std::string>> NodeRoutes(NodeEgress egress, std::string_view host_ip,
                                                  const std::vector<TcpEndpoint>& remote_proxies) {
   const std::string via(host_ip);

@@ -91,6 +91,9 @@ std::string PipConf(const std::vector<std::pair<std::string, std::string>>& env)
 std::string ResolvConf(NodeEgress egress, std::string_view host, std::string_view upstream,
                        std::string* note);
 
+/// The IPv4 addresses of the `nameserver` lines of a resolv.conf, in order.
+std::vector<std::string> Nameservers(std::string_view resolv_conf);
+
 /// The routes of a node (each the arguments after `ip route add`): 10.254.254.254/32 via the
 /// bridge host address (scripts find their own address with it), IMDS on-link, then kNat:
 /// default via the bridge host address; otherwise each remote proxy /32 via it and

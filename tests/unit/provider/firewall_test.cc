@@ -124,6 +124,22 @@ TEST(FirewallTest, ProxyPassesOnlyToTheRemoteProxies) {
   EXPECT_FALSE(Has(s, "ip saddr 10.224.4.0/22 oifname != \"hfb*\" masquerade"));
 }
 
+TEST(FirewallTest, NatWithAnAllowListPassesOnlyThereAndToTheResolvers) {
+  FirewallSpec spec = Spec(NodeEgress::kNat, {A()});
+  spec.egress_allow = {"151.101.2.132/32", "192.0.2.0/24"};
+  spec.resolvers = {"10.255.255.53"};
+  EXPECT_TRUE(NeedsForwarding(spec));
+  const std::string s = RenderFirewall(spec);
+  EXPECT_TRUE(Has(s, "iifname \"hfb0000aaaa\" ip daddr { 151.101.2.132/32, 192.0.2.0/24 } accept\n"
+                     "\t\tiifname \"hfb0000aaaa\" ip daddr { 10.255.255.53 } meta l4proto "
+                     "{ tcp, udp } th dport 53 accept\n"
+                     "\t\tiifname \"hfb0000aaaa\" drop"));
+  EXPECT_FALSE(Has(s, "iifname \"hfb0000aaaa\" accept"));
+  EXPECT_TRUE(Has(s, "ip saddr 10.224.4.0/22 oifname != \"hfb*\" masquerade"));
+  // Without an allow list, outwards is open (no drop after the bridge rules).
+  EXPECT_TRUE(Has(RenderFirewall(Spec(NodeEgress::kNat, {A()})), "iifname \"hfb0000aaaa\" accept"));
+}
+
 TEST(FirewallTest, HostPortsJoinTheAgentPortSortedOnce) {
   FirewallSpec spec = Spec(NodeEgress::kNone, {A()});
   spec.host_ports = {3142, 3128, 0, 3142, 9081};
@@ -137,7 +153,10 @@ TEST(FirewallTest, NftParsesEveryRenderedScript) {
   FirewallSpec proxy = Spec(NodeEgress::kProxy, {A(), B()});
   proxy.remote_proxies = {{"192.0.2.10", 3128}};
   proxy.host_ports = {3142};
-  for (const FirewallSpec& spec : {Spec(NodeEgress::kNat, {A(), B()}),
+  FirewallSpec allow = Spec(NodeEgress::kNat, {A(), B()});
+  allow.egress_allow = {"151.101.2.132/32", "192.0.2.0/24"};
+  allow.resolvers = {"10.255.255.53", "192.0.2.53"};
+  for (const FirewallSpec& spec : {Spec(NodeEgress::kNat, {A(), B()}), allow,
                                    Spec(NodeEgress::kNone, {A()}), proxy,
                                    Spec(NodeEgress::kNat, {})}) {
     char path[] = "/tmp/hf-firewall-test-XXXXXX";

@@ -166,6 +166,13 @@ TEST(ResolvConfTest, NatTakesTheHostsUsableServers) {
   }
 }
 
+TEST(ResolvConfTest, NameserversAreTheIpv4ServerLines) {
+  EXPECT_EQ(Nameservers("# c\nnameserver 10.0.0.2\nsearch x\nnameserver ::1\n"
+                        "nameserver\t192.0.2.53 \noptions ndots:1\n"),
+            (std::vector<std::string>{"10.0.0.2", "192.0.2.53"}));
+  EXPECT_TRUE(Nameservers("# local nodes have no DNS server\n").empty());
+}
+
 TEST(ResolvConfTest, NoneAndProxyHaveNoServer) {
   for (NodeEgress e : {NodeEgress::kNone, NodeEgress::kProxy}) {
     std::string note;
