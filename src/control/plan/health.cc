@@ -208,7 +208,7 @@ void ActOn(Work& w, size_t i, const Finding& f, bool automatic) {
           absl::StrCat(kind, " on ", where, ": ", f.message, " ",
                        action == Action::kReplace ? "Replacing" : "Rebooting", " it.", note),
           n.group, n.instance_id,
-          json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", model::ToString(action)}}}});
+          json{{"Instance", {{"NodeLogicalId", n.logical_id}}}});
 }
 
 /// Before the cluster is in service (or after): a running node that stopped fails, as

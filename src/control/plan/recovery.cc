@@ -45,7 +45,7 @@ void ReplaceNode(Work& w, size_t i) {
                        n.private_ip.empty() ? "" : absl::StrCat(" and address ", n.private_ip),
                        ")", WithReason(request.reason)),
           n.group, n.instance_id,
-          json{{"Instance", {{"NodeLogicalId", n.logical_id}, {"Action", "Replace"}}}});
+          json{{"Instance", {{"NodeLogicalId", n.logical_id}}}});
   EndRecovery(w.nodes[i]);
   w.shutDown(i, absl::StrCat("replaced by ", r.instance_id), request.hard);
   w.addRecord(std::move(r));  // launched by Observe() on a later pass
@@ -77,7 +77,7 @@ void StartReboot(Work& w, size_t i, const provider::InstanceObservation* o) {
   w.dirty[i] = true;
   w.event("Instance", "Info", absl::StrCat("Rebooting instance ", m.instance_id, WithReason(reason)),
           m.group, m.instance_id,
-          json{{"Instance", {{"NodeLogicalId", m.logical_id}, {"Action", "Reboot"}}}});
+          json{{"Instance", {{"NodeLogicalId", m.logical_id}}}});
 }
 
 /// Follows node `i`'s started reboot: done on a new boot, repeated as a power cycle when

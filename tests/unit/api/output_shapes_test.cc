@@ -2,8 +2,9 @@
 // with real requests through the ApiHandler on an in-memory store, answers only with members
 // of the model's output shape: structures by member name, lists and maps recursively, scalars
 // by JSON type and enum value. Nodes and events carry the planner's bookkeeping as the
-// controller writes it (a replacement's and a retry's marks, a recovery, a fault, an event's
-// Action), and the modeled members stored beside it are still returned.
+// controller writes it (a replacement's and a retry's marks, a recovery, a fault), events carry
+// a metadata member the model does not define, and the modeled members stored beside them are
+// still returned.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -164,7 +165,8 @@ void OutputShapesTest::WriteControllerState(const std::string& name) {
   for (const auto& n : {running, replacement, retry, rebooting}) {
     b.nodes.push_back({n, store::kMustNotExist, false});
   }
-  // Events as the planner writes them (src/control/cluster_plan.cc).
+  // Events as the planner writes them (src/control/plan/), with a member beyond the model in
+  // the metadata of two (older planners wrote an Action there).
   auto event = [&](const model::Node& n, const char* level, const std::string& text,
                    Json metadata) {
     b.events.push_back(model::MakeEvent(w_.ids.eventId(), c.id, now,

@@ -7,7 +7,9 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "hyperfleet/control/cluster_plan.h"
+#include "hyperfleet/model/service_model.h"
 #include "plan_fixtures.h"
 
 namespace hf::control {
@@ -447,6 +449,54 @@ TEST(NodeHealthPlan, NothingIsDetectedWhileTheClusterIsCreating) {
   const model::Node* n = Written(q, f.node(2).instance_id);
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->status, is::kFailure);
+}
+
+/// The members of `metadata` (an event's EventMetadata) that the service model does not
+/// define: keys outside the EventMetadata union, or outside the member's shape.
+std::vector<std::string> UnmodeledMembers(const json& metadata) {
+  const auto model = model::ServiceModel::Embedded();
+  const json& kinds = (*model->shape("EventMetadata"))["members"];
+  std::vector<std::string> out;
+  for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+    if (!kinds.contains(it.key())) {
+      out.push_back(it.key());
+      continue;
+    }
+    const json& members = (*model->shape(kinds[it.key()]["shape"].get<std::string>()))["members"];
+    for (auto m = it->begin(); m != it->end(); ++m) {
+      if (!members.contains(m.key())) out.push_back(it.key() + "." + m.key());
+    }
+  }
+  return out;
+}
+
+// Event metadata is what DescribeClusterEvent returns: only what the model defines is
+// written (the handler would prune the rest, which would then be stored for nothing).
+TEST(NodeHealthPlan, RecoveryEventsCarryOnlyModeledMetadata) {
+  Fixture dead;  // a health verdict acted on
+  dead.obs(1).state = InstanceState::kFailed;
+  dead.obs(1).message = "the node stopped";
+  Fixture asked;  // recoveries asked through the API
+  asked.node(1).recovery = Request{Action::kReplace, "requested by BatchReplaceClusterNodes", kT0};
+  asked.node(2).recovery = Request{Action::kReboot, "requested by BatchRebootClusterNodes", kT0};
+  std::vector<std::string> described;
+  for (Fixture* f : {&dead, &asked}) {
+    auto p = f->plan(kT0 + seconds(1));
+    for (const auto& e : p.writes.events) {
+      if (e.metadata.is_null()) continue;
+      described.push_back(e.description);
+      EXPECT_EQ(UnmodeledMembers(e.metadata), std::vector<std::string>{})
+          << e.description << ": " << e.metadata.dump();
+      EXPECT_EQ(e.metadata["Instance"]["NodeLogicalId"], Written(p, e.instance_id)->logical_id);
+    }
+  }
+  auto seen = [&](const std::string& text) {
+    return std::any_of(described.begin(), described.end(),
+                       [&](const std::string& d) { return absl::StrContains(d, text); });
+  };
+  EXPECT_TRUE(seen("Replacing it.")) << absl::StrJoin(described, "\n");
+  EXPECT_TRUE(seen("Replacing instance " + asked.node(1).instance_id));
+  EXPECT_TRUE(seen("Rebooting instance " + asked.node(2).instance_id));
 }
 
 }  // namespace
