@@ -1,0 +1,57 @@
+#pragma once
+// Helpers shared by the governance operations (governance_operations.cc, the machinery of
+// both kinds; scheduler_configs.cc; compute_quotas.cc): request members, validation
+// messages, how objects are named and described, update checks and list-page tokens.
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/model/governance.h"
+
+namespace hf::api::governance_ops {
+
+using Json = nlohmann::json;
+
+/// A ValidationException for a rule the model cannot express; `path` is the member path in
+/// the model's validation wording (lowerCamelCase, lists 1-based).
+Status Invalid(const std::string& path, const std::string& value, const std::string& rule);
+
+/// String member `key` of `in`, "" when missing or not a string.
+std::string Str(const Json& in, const char* key);
+
+/// The JSON text of a value as a validation message shows it (strings without quotes).
+std::string Shown(const Json& v);
+
+/// The display word of a kind in messages and events.
+std::string Noun(const std::string& k);
+
+/// "<noun> <name> (<Kind> <id>)": how messages and events name an object.
+std::string Named(const model::SchedulerResource& r);
+
+/// ValidationException at `path` when `name` (a TeamName or priority class Name) is longer
+/// than HyperPod's documented ~40 characters.
+Status CheckNameLength(const std::string& path, const std::string& name);
+
+/// The members every Describe and List summary of `r` carries (Arn, Id, Name, Version,
+/// Status, times, ClusterArn).
+Json Common(const model::SchedulerResource& r);
+
+/// DescribeClusterSchedulerConfig's or DescribeComputeQuota's response for `r`.
+Json DescribeOf(const model::SchedulerResource& r);
+
+/// The common checks of an update: the version the client read (TargetVersion), and no
+/// change in flight. Errors: FailedPrecondition (ConflictException).
+Status CheckUpdatable(const model::SchedulerResource& r, const Json& in);
+
+/// An Update's response: {"<Kind>Arn", "<Kind>Version"}.
+Json UpdateResult(const model::SchedulerResource& r);
+
+/// List pages: a NextToken is the hex of {"k": <sort key>, "i": <id>}; the page starts
+/// strictly after that object in the requested order (keyset pagination, stable under
+/// inserts). Unhex gives nullopt for a token that is not one of ours.
+std::string Hex(const std::string& raw);
+std::optional<Json> Unhex(const std::string& token);
+
+}  // namespace hf::api::governance_ops
