@@ -31,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "hyperfleet/agent/log_shipper.h"
 #include "hyperfleet/agent/script_runner.h"
+#include "hyperfleet/common/uri.h"
 #include "hyperfleet/http/http_client.h"
 
 namespace hf::data {
@@ -42,6 +43,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using agentapi::LifecycleReport;
+using agentapi::LifecycleSpec;
+using agentapi::NodeFile;
 using std::chrono::milliseconds;
 
 // Where the agent keeps its own state on the node; /var/lib survives reboots (the node's
@@ -115,21 +119,6 @@ bool HasDotDotSegment(std::string_view path) {
   return false;
 }
 
-std::string UrlEncode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string ReadBootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
@@ -137,31 +126,10 @@ std::string ReadBootId() {
   return std::string(Trim(id));
 }
 
-json ReportJson(const LifecycleReport& report) {
-  json j = {{"state", report.state}, {"script", report.script}};
-  if (!report.reason.empty()) j["reason"] = report.reason;
-  if (report.exit_code) j["exit_code"] = *report.exit_code;
-  if (!report.message.empty()) j["message"] = report.message;
-  return j;
-}
-
-LifecycleReport ReportFromJson(const json& j) {
-  LifecycleReport r;
-  r.state = j.value("state", "");
-  r.script = j.value("script", "");
-  r.reason = j.value("reason", "");
-  if (j.contains("exit_code") && j["exit_code"].is_number_integer()) {
-    r.exit_code = j["exit_code"].get<int>();
-  }
-  r.message = j.value("message", "");
-  return r;
-}
-
+// The error a refused request carries, else its status.
 std::string BodyError(const http::HttpResponse& response) {
-  const json j = json::parse(response.body, nullptr, false);
-  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
-    return j["error"].get<std::string>();
-  }
+  auto error = agentapi::Parse<agentapi::ErrorBody>(response.body);
+  if (error.ok() && !error->error.empty()) return error->error;
   return "HTTP " + std::to_string(response.status);
 }
 
@@ -239,77 +207,7 @@ bool IsSafeBundleKey(std::string_view key) {
   return !HasDotDotSegment(key);
 }
 
-StatusOr<std::vector<NodeFile>> ParseNodeFiles(std::string_view files_json) {
-  const json j = json::parse(files_json, nullptr, false);
-  if (!j.is_array()) return absl::InvalidArgumentError("files is not an array");
-  std::vector<NodeFile> files;
-  for (const auto& f : j) {
-    if (!f.is_object() || !f.contains("path") || !f["path"].is_string()) {
-      return absl::InvalidArgumentError("a file has no path");
-    }
-    NodeFile file;
-    file.path = f["path"].get<std::string>();
-    if (f.contains("mode")) {
-      const auto& m = f["mode"];
-      if (m.is_number_unsigned() || m.is_number_integer()) {
-        file.mode = m.get<uint32_t>();
-      } else if (m.is_string()) {
-        try {
-          file.mode = static_cast<uint32_t>(std::stoul(m.get<std::string>(), nullptr, 8));
-        } catch (...) {
-          return absl::InvalidArgumentError("bad mode for " + file.path);
-        }
-      } else {
-        return absl::InvalidArgumentError("bad mode for " + file.path);
-      }
-    }
-    if (f.contains("content")) {
-      if (!f["content"].is_string()) {
-        return absl::InvalidArgumentError("content of " + file.path + " is not a string");
-      }
-      file.content = f["content"].get<std::string>();
-    }
-    files.push_back(std::move(file));
-  }
-  return files;
-}
-
-StatusOr<Registration> ParseRegistration(std::string_view body) {
-  const json j = json::parse(body, nullptr, false);
-  if (!j.is_object()) return absl::InvalidArgumentError("register response is not an object");
-  Registration r;
-  try {
-    r.cluster_id = j.value("cluster_id", "");
-    r.cluster_name = j.value("cluster_name", "");
-    r.group = j.value("group", "");
-    r.instance_id = j.value("instance_id", "");
-    r.heartbeat_seconds = j.value("heartbeat_seconds", kDefaultHeartbeatSeconds);
-    if (j.contains("expected_gpus") && j["expected_gpus"].is_number_unsigned()) {
-      r.expected_gpus = j["expected_gpus"].get<unsigned>();
-    }
-    r.files_revision = j.value("files_revision", int64_t{0});
-    if (j.contains("files")) {
-      HF_ASSIGN_OR_RETURN(r.files, ParseNodeFiles(j["files"].dump()));
-    }
-    if (j.contains("lifecycle") && j["lifecycle"].is_object()) {
-      const json& l = j["lifecycle"];
-      r.lifecycle.run = l.value("run", false);
-      r.lifecycle.source_s3_uri = l.value("source_s3_uri", "");
-      r.lifecycle.on_create = l.value("on_create", "");
-      r.lifecycle.on_init_complete = l.value("on_init_complete", "");
-      r.lifecycle.directory = l.value("directory", "");
-      r.lifecycle.timeout_seconds = l.value("timeout_seconds", int64_t{3600});
-      r.lifecycle.wait = l.value("wait", false);
-      r.lifecycle.wait_reason = l.value("wait_reason", "");
-      r.lifecycle.retry_ms = std::clamp<int64_t>(l.value("retry_ms", int64_t{1000}), 50, 60000);
-    }
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(std::string("register response: ") + e.what());
-  }
-  return r;
-}
-
-Status WriteNodeFiles(const std::string& root, const std::vector<NodeFile>& files) {
+Status WriteNodeFiles(const std::string& root, const std::vector<agentapi::NodeFile>& files) {
   Status first = absl::OkStatus();
   for (const auto& file : files) {
     Status status;
@@ -349,19 +247,16 @@ class ControlPlane {
     return client_.Send(options_.url, request, options_.request_timeout_seconds);
   }
 
-  // POST with a JSON body; OK only for a 2xx response.
-  StatusOr<json> PostJson(const std::string& target, const json& body) {
-    // Text the node reports (squeue, sinfo, scripts) may hold bytes that are not UTF-8:
-    // replaced, since a throw here would end the heartbeat thread.
+  // POSTs message `body`; the response body, OK only for a 2xx response.
+  template <typename Message>
+  StatusOr<std::string> Post(std::string_view target, const Message& body) {
     HF_ASSIGN_OR_RETURN(auto response,
-                        Send("POST", target,
-                             body.dump(-1, ' ', false, json::error_handler_t::replace)));
+                        Send("POST", std::string(target), agentapi::Encode(body)));
     if (response.status / 100 != 2) {
-      return absl::UnavailableError("POST " + target + ": " + BodyError(response));
+      return absl::UnavailableError(absl::StrCat("POST ", std::string(target), ": ",
+                                                BodyError(response)));
     }
-    json j = json::parse(response.body, nullptr, false);
-    if (j.is_discarded()) j = json::object();
-    return j;
+    return std::move(response.body);
   }
 
  private:
@@ -375,11 +270,21 @@ struct Agent::Impl {
   ControlPlane cp;
   std::ofstream node_log;
 
+  static LifecycleReport Report(std::string_view state, std::string script,
+                                std::string message) {
+    LifecycleReport r;
+    r.state = state;
+    r.script = std::move(script);
+    r.message = std::move(message);
+    return r;
+  }
   // Failed report with `reason`.
   static LifecycleReport Failed(std::string script, std::string reason, std::string message,
                                 std::optional<int> exit_code = std::nullopt) {
-    return LifecycleReport{"Failed", std::move(script), std::move(reason), exit_code,
-                           std::move(message)};
+    LifecycleReport r = Report(agentapi::kFailed, std::move(script), std::move(message));
+    r.reason = std::move(reason);
+    r.exit_code = exit_code;
+    return r;
   }
 
   const AgentOptions& opt() const { return agent.options_; }
@@ -388,7 +293,7 @@ struct Agent::Impl {
   bool SendReport(const LifecycleReport& report) {
     auto delay = opt().backoff_initial;
     for (;;) {
-      auto result = cp.PostJson("/agent/v1/lifecycle", ReportJson(report));
+      auto result = cp.Post(agentapi::kLifecyclePath, report);
       if (result.ok()) {
         spdlog::info("reported lifecycle {} {} {}", report.state, report.script, report.message);
         return true;
@@ -419,7 +324,7 @@ struct Agent::Impl {
     }
   }
 
-  // State record (kStatePath).
+  // State record (kStatePath): {"phase": "running"|"finished", "report", "acknowledged"}.
   std::optional<json> ReadRecord() {
     std::ifstream in(NodePath(opt().root, kStatePath));
     if (!in) return std::nullopt;
@@ -437,7 +342,7 @@ struct Agent::Impl {
 
   // Records the final result, reports it until acknowledged, and records the ack.
   bool Finish(const LifecycleReport& report) {
-    json record = {{"phase", "finished"}, {"report", ReportJson(report)}, {"acknowledged", false}};
+    json record = {{"phase", "finished"}, {"report", report}, {"acknowledged", false}};
     WriteRecord(record);
     AppendNodeLog(report.state == "Succeeded" ? "[hyperfleet] The lifecycle scripts succeeded."
                                               : "[hyperfleet] The lifecycle scripts failed: " +
@@ -465,34 +370,30 @@ struct Agent::Impl {
   std::optional<LifecycleReport> DownloadBundle(const LifecycleSpec& spec,
                                                 const std::string& dir) {
     const std::string& uri = spec.source_s3_uri;
-    auto listing = GetWithRetry("/agent/v1/bundle");
+    auto listing = GetWithRetry(std::string(agentapi::kBundlePath));
     if (!listing.ok()) {
       if (listing.status().code() == absl::StatusCode::kCancelled) return std::nullopt;
       return Failed(spec.on_create, "download",
                     "Could not list the lifecycle scripts at " + uri + ": " +
                         std::string(listing.status().message()));
     }
-    const json j = json::parse(listing->body, nullptr, false);
     if (listing->status / 100 != 2) {
       // The control plane may name the reason itself (e.g. "empty", "unsafe-key").
-      std::string reason = "download";
-      if (j.is_object() && j.contains("reason") && j["reason"].is_string()) {
-        reason = j["reason"].get<std::string>();
-      }
+      auto error = agentapi::Parse<agentapi::ErrorBody>(listing->body);
+      const std::string reason =
+          error.ok() && !error->reason.empty() ? error->reason : "download";
       return Failed(spec.on_create, reason,
                     "Could not list the lifecycle scripts at " + uri + ": " +
                         BodyError(*listing));
     }
-    if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) {
+    auto parsed = agentapi::Parse<agentapi::BundleListing>(listing->body);
+    if (!parsed.ok()) {
       return Failed(spec.on_create, "download",
-                    "Could not list the lifecycle scripts at " + uri +
-                        ": malformed listing from the control plane");
+                    "Could not list the lifecycle scripts at " + uri + ": " +
+                        std::string(parsed.status().message()));
     }
     std::vector<std::string> keys;
-    for (const auto& f : j["files"]) {
-      if (!f.is_object() || !f.contains("key") || !f["key"].is_string()) continue;
-      keys.push_back(f["key"].get<std::string>());
-    }
+    for (auto& f : parsed->files) keys.push_back(std::move(f.key));
     // Every key is checked before anything is written (path traversal).
     for (const auto& key : keys) {
       if (!IsSafeBundleKey(key)) {
@@ -514,7 +415,8 @@ struct Agent::Impl {
         }
         continue;
       }
-      auto file = GetWithRetry("/agent/v1/bundle/file?key=" + UrlEncode(key));
+      auto file = GetWithRetry(absl::StrCat(agentapi::kBundleFilePath, "?key=",
+                                            UriEncode(key, /*keep_slash=*/true)));
       if (!file.ok()) {
         if (file.status().code() == absl::StatusCode::kCancelled) return std::nullopt;
         return Failed(spec.on_create, "download",
@@ -583,11 +485,10 @@ struct Agent::Impl {
     shipping.retry_max = opt().backoff_max;
     auto log_client = std::make_shared<ControlPlane>(opt());
     LogShipper shipper(shipping, [log_client](const std::vector<LogEvent>& events) {
-      json body = {{"stream", kLogStream}, {"events", json::array()}};
-      for (const auto& e : events) {
-        body["events"].push_back({{"timestamp", e.timestamp_ms}, {"message", e.message}});
-      }
-      auto result = log_client->PostJson("/agent/v1/logs", body);
+      agentapi::LogBatch batch;
+      batch.events.reserve(events.size());
+      for (const auto& e : events) batch.events.push_back({e.timestamp_ms, e.message});
+      auto result = log_client->Post(agentapi::kLogsPath, batch);
       if (!result.ok()) {
         spdlog::warn("log batch not acknowledged ({}); retrying",
                      std::string(result.status().message()));
@@ -671,18 +572,23 @@ struct Agent::Impl {
           spdlog::info("lifecycle scripts already ran on this node; not running them again");
           return true;
         }
-        spdlog::info("lifecycle scripts already ran; reporting their recorded result");
-        return Finish(ReportFromJson((*record)["report"]));
+        auto report = agentapi::Decode<LifecycleReport>(record->value("report", json()));
+        if (report.ok()) {
+          spdlog::info("lifecycle scripts already ran; reporting their recorded result");
+          return Finish(*report);
+        }
+        spdlog::warn("unreadable lifecycle record: {}", std::string(report.status().message()));
       }
-      if (phase == "running") {
-        // The agent (or node) went away mid-run; HyperPod does not re-run on reboot.
+      if (phase == "running" || phase == "finished") {
+        // The agent (or node) went away mid-run, or its record is unreadable: HyperPod does
+        // not run the scripts again on reboot.
         return Finish(Failed(spec.on_create, "exit",
                              "Lifecycle scripts were interrupted: the node agent restarted "
                              "while they were running"));
       }
     }
     WriteRecord({{"phase", "running"}});
-    if (!SendReport({"Started", spec.on_create, "", std::nullopt, ""})) return false;
+    if (!SendReport(Report(agentapi::kStarted, spec.on_create, ""))) return false;
 
     const std::string dir_on_node = spec.directory;
     std::string dir = NodePath(opt().root, dir_on_node);
@@ -700,8 +606,8 @@ struct Agent::Impl {
       if (stopped) return false;
       if (failure) return Finish(*failure);
     }
-    return Finish({"Succeeded", spec.on_create, "", std::nullopt,
-                   "Lifecycle scripts completed successfully"});
+    return Finish(Report(agentapi::kSucceeded, spec.on_create,
+                         "Lifecycle scripts completed successfully"));
   }
 };
 
@@ -821,8 +727,8 @@ std::string ShellQuote(std::string_view s) {
 
 }  // namespace
 
-json ParseSinfoNodes(std::string_view text) {
-  json out = json::array();
+std::vector<agentapi::SlurmNode> ParseSinfoNodes(std::string_view text) {
+  std::vector<agentapi::SlurmNode> out;
   std::set<std::string> seen;
   std::istringstream lines{std::string(text)};
   for (std::string line; std::getline(lines, line);) {
@@ -856,31 +762,18 @@ json ParseSinfoNodes(std::string_view text) {
     (void)absl::SimpleAtoi(f[3].substr(0, f[3].find('/')), &alloc_cpus);
     std::string reason = f[4];
     if (reason == "none" || reason == "None") reason.clear();
-    out.push_back({{"name", name},
-                   {"state", absl::AsciiStrToLower(f[1])},
-                   {"alloc_cpus", alloc_cpus},
-                   {"reason", reason},
-                   {"reason_time", reason_time}});
+    out.push_back({std::move(name), absl::AsciiStrToLower(f[1]), alloc_cpus, std::move(reason),
+                   reason_time});
   }
   return out;
 }
 
-std::string SlurmMarkCommands(const json& marks, const json& nodes) {
-  std::map<std::string, const json*> by_name;
-  if (nodes.is_array()) {
-    for (const auto& n : nodes) {
-      if (n.is_object() && n.contains("name") && n["name"].is_string()) {
-        by_name[n["name"].get<std::string>()] = &n;
-      }
-    }
-  }
+std::string SlurmMarkCommands(const std::vector<agentapi::SlurmMark>& marks,
+                              const std::vector<agentapi::SlurmNode>& nodes) {
+  std::map<std::string_view, const agentapi::SlurmNode*> by_name;
+  for (const auto& n : nodes) by_name[n.name] = &n;
   std::string script;
-  if (!marks.is_array()) return script;
-  for (const auto& m : marks) {
-    if (!m.is_object()) continue;
-    const std::string node = m.value("node", "");
-    const std::string action = m.value("action", "");
-    const std::string reason = m.value("reason", "");
+  for (const auto& [node, action, reason] : marks) {
     auto it = by_name.find(node);
     if (node.empty() || it == by_name.end()) continue;
     // Names come from slurm.conf, which the control plane wrote; still, keep them inert.
@@ -888,8 +781,8 @@ std::string SlurmMarkCommands(const json& marks, const json& nodes) {
         std::string::npos) {
       continue;
     }
-    const std::string base = BaseSlurmState(it->second->value("state", ""));
-    const std::string current_reason = it->second->value("reason", "");
+    const std::string base = BaseSlurmState(it->second->state);
+    const std::string& current_reason = it->second->reason;
     if (action == "down" && base != "down" && base != "fail" && !reason.empty()) {
       absl::StrAppend(&script, "scontrol update nodename=", node, " state=down reason=",
                       ShellQuote(reason), "\n");
@@ -921,6 +814,22 @@ SlurmReload SlurmReloadFor(std::string_view before, std::string_view after) {
 }
 
 namespace {
+
+// The health report as the heartbeat carries it.
+agentapi::HealthReport ToWire(const HealthReport& report) {
+  agentapi::HealthReport out;
+  const Severity worst = report.verdict();
+  out.verdict = SeverityName(worst);
+  out.action = SeverityAction(worst);
+  out.checked_at = ToEpochSeconds(report.checked_at);
+  out.duration_ms = report.duration.count();
+  out.findings.reserve(report.findings.size());
+  for (const auto& f : report.findings) {
+    out.findings.push_back({f.check, std::string(SeverityName(f.severity)),
+                            std::string(SeverityAction(f.severity)), f.message});
+  }
+  return out;
+}
 
 /// Work the heartbeat must never wait for, done on threads of its own: health checks
 /// (systemctl can be slow) and Slurm (sinfo, scontrol and reloads block while slurmctld
@@ -956,19 +865,19 @@ class HeartbeatHelpers {
     inputs_ = std::move(inputs);
   }
   /// The last health report, waiting up to `wait` for a first one.
-  std::optional<json> health(Duration wait) {
+  std::optional<agentapi::HealthReport> health(Duration wait) {
     std::unique_lock lock(mu_);
-    cv_.wait_for(lock, wait, [&] { return stop_ || health_json_.has_value(); });
-    return health_json_;
+    cv_.wait_for(lock, wait, [&] { return stop_ || health_report_.has_value(); });
+    return health_report_;
   }
   /// The last Slurm node view (ParseSinfoNodes) if taken within 3 intervals.
-  std::optional<json> slurmNodes() {
+  std::optional<std::vector<agentapi::SlurmNode>> slurmNodes() {
     std::lock_guard lock(mu_);
     if (!slurm_nodes_ || clock_.now() - slurm_nodes_at_ > 3 * interval_) return std::nullopt;
     return slurm_nodes_;
   }
   /// Applies the control plane's "slurm_marks" on the Slurm thread (latest wins).
-  void applyMarks(json marks) {
+  void applyMarks(std::vector<agentapi::SlurmMark> marks) {
     {
       std::lock_guard lock(mu_);
       marks_ = std::move(marks);
@@ -1025,9 +934,9 @@ class HeartbeatHelpers {
                      SeverityName(report.verdict()), why);
         last_verdict_ = report.verdict();
       }
-      json j = report.ToJson();
+      agentapi::HealthReport wire = ToWire(report);
       lock.lock();
-      health_json_ = std::move(j);
+      health_report_ = std::move(wire);
       cv_.notify_all();
       cv_.wait_for(lock, interval_, [&] { return stop_; });
     }
@@ -1046,10 +955,10 @@ class HeartbeatHelpers {
         continue;
       }
       const bool active = slurm_active_();
-      std::optional<json> marks = std::move(marks_);
+      std::optional<std::vector<agentapi::SlurmMark>> marks = std::move(marks_);
       marks_.reset();
       lock.unlock();
-      std::optional<json> view;
+      std::optional<std::vector<agentapi::SlurmNode>> view;
       if (active && query_slurm_) {
         if (auto text = query_slurm_()) view = ParseSinfoNodes(*text);
       }
@@ -1085,11 +994,11 @@ class HeartbeatHelpers {
   std::condition_variable cv_;
   bool stop_ = false;
   CheckInputs inputs_;
-  std::optional<json> health_json_;
+  std::optional<agentapi::HealthReport> health_report_;
   Severity last_verdict_ = Severity::kOk;
-  std::optional<json> slurm_nodes_;
+  std::optional<std::vector<agentapi::SlurmNode>> slurm_nodes_;
   SystemTime slurm_nodes_at_{};
-  std::optional<json> marks_;
+  std::optional<std::vector<agentapi::SlurmMark>> marks_;
   std::optional<ReloadJob> reload_job_;
   std::optional<ReloadResult> reload_done_;
   std::thread health_thread_, slurm_thread_;
@@ -1163,37 +1072,39 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
         reload_before = done->before;
       }
     }
-    json body = {{"files_revision", files_revision}};
+    agentapi::HeartbeatRequest body;
+    body.files_revision = files_revision;
     if (health != nullptr) {
       CheckInputs inputs;
       inputs.control_plane_time = control_plane_time;
       inputs.services = lifecycle_done_.load();
       helpers.setCheckInputs(inputs);
-      if (auto report = helpers.health(std::chrono::seconds(2))) body["health"] = *report;
+      body.health = helpers.health(std::chrono::seconds(2));
       if (stop_) break;
     }
     // The Slurm controller reports its nodes' states (node recovery, docs/resiliency.md).
-    if (auto nodes = helpers.slurmNodes()) body["slurm_nodes"] = *nodes;
-    if (auto report = jobs.report()) body["slurm_jobs"] = *report;
-    auto result = cp.PostJson("/agent/v1/heartbeat", body);
+    body.slurm_nodes = helpers.slurmNodes();
+    body.slurm_jobs = jobs.report();
+    auto result = cp.Post(agentapi::kHeartbeatPath, body);
     if (!result.ok()) {
       spdlog::warn("heartbeat failed: {}", std::string(result.status().message()));
       continue;
     }
-    const json& j = *result;
-    if (j.contains("slurm_marks")) helpers.applyMarks(j["slurm_marks"]);
-    jobs.onResponse(j);
-    // The control plane's clock, when it sends one (epoch seconds), for the clock check.
-    if (j.contains("time") && j["time"].is_number()) {
-      control_plane_time = TimeSample{clock_->now(), FromEpochSeconds(j["time"].get<double>())};
+    auto decoded = agentapi::Parse<agentapi::HeartbeatResponse>(*result);
+    if (!decoded.ok()) {
+      spdlog::error("heartbeat: {}", std::string(decoded.status().message()));
+      continue;
     }
-    if (j.contains("files") && j["files"].is_array()) {
+    const agentapi::HeartbeatResponse& response = *decoded;
+    if (!response.slurm_marks.empty()) helpers.applyMarks(response.slurm_marks);
+    jobs.onResponse(response);
+    // The control plane's clock, when it sends one (epoch seconds), for the clock check.
+    if (response.time) {
+      control_plane_time = TimeSample{clock_->now(), FromEpochSeconds(*response.time)};
+    }
+    if (response.files) {
       if (helpers.reloadBusy()) continue;  // the files come again until confirmed
-      auto files = ParseNodeFiles(j["files"].dump());
-      if (!files.ok()) {
-        spdlog::error("heartbeat: {}", std::string(files.status().message()));
-        continue;
-      }
+      const std::vector<NodeFile>* files = &*response.files;
       const std::string conf_path = NodePath(options_.root, kSlurmConfPath);
       std::string before;
       {
@@ -1212,8 +1123,8 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
         if (pending_reload == SlurmReload::kNone) reload_before = before;
         SlurmReload reload = after.empty() ? SlurmReload::kNone : SlurmReloadFor(before, after);
         reload = std::max(reload, pending_reload);
-        const bool has_revision = j.contains("files_revision") && j["files_revision"].is_number_integer();
-        const int64_t revision = has_revision ? j["files_revision"].get<int64_t>() : files_revision;
+        const bool has_revision = response.files_revision.has_value();
+        const int64_t revision = response.files_revision.value_or(files_revision);
         if (reload == SlurmReload::kNone) {
           if (has_revision) {
             files_revision = revision;
@@ -1223,8 +1134,8 @@ void Agent::HeartbeatLoop(int heartbeat_seconds, int64_t files_revision, HealthM
           helpers.startReload(has_revision ? revision : files_revision, reload, reload_before, after);
         }
       }
-    } else if (j.contains("files_revision") && j["files_revision"].is_number_integer()) {
-      files_revision = j["files_revision"].get<int64_t>();
+    } else if (response.files_revision) {
+      files_revision = *response.files_revision;
     }
   }
 }
@@ -1233,18 +1144,20 @@ Status Agent::Run() {
   Impl impl{*this, ControlPlane(options_), {}};
   const std::string boot_id = options_.boot_id.empty() ? ReadBootId() : options_.boot_id;
   // The control plane may be restarting, so retry with capped backoff.
-  auto Register = [&](ControlPlane& cp) -> StatusOr<Registration> {
+  auto Register = [&](ControlPlane& cp) -> StatusOr<agentapi::RegisterResponse> {
   auto delay = options_.backoff_initial;
   for (;;) {
     if (stop_) return absl::CancelledError("stopped before registering");
-    auto response = cp.Send("POST", "/agent/v1/register", json{{"boot_id", boot_id}}.dump());
+    agentapi::RegisterRequest request;
+    request.boot_id = boot_id;
+    auto response = cp.Post(agentapi::kRegisterPath, request);
     std::string why;
-    if (response.ok() && response->status / 100 == 2) {
-      auto parsed = ParseRegistration(response->body);
+    if (response.ok()) {
+      auto parsed = agentapi::Parse<agentapi::RegisterResponse>(*response);
       if (parsed.ok()) return parsed;
-      why = std::string(parsed.status().message());
+      why = "register response: " + std::string(parsed.status().message());
     } else {
-      why = response.ok() ? BodyError(*response) : std::string(response.status().message());
+      why = std::string(response.status().message());
     }
     spdlog::warn("register with {} failed ({}); retrying in {} ms", options_.url, why,
                  delay.count());
@@ -1254,7 +1167,7 @@ Status Agent::Run() {
   };
   auto registered = Register(impl.cp);
   if (!registered.ok()) return registered.status();
-  Registration registration = std::move(*registered);
+  agentapi::RegisterResponse registration = std::move(*registered);
   spdlog::info("registered as {} of group {} in cluster {} ({})", options_.instance_id,
                registration.group, registration.cluster_name, registration.cluster_id);
 
@@ -1293,7 +1206,7 @@ Status Agent::Run() {
       impl.AppendNodeLog("[hyperfleet] Waiting to run the lifecycle scripts: " + spec.wait_reason);
       last_reason = spec.wait_reason;
     }
-    if (!SleepFor(std::chrono::milliseconds(spec.retry_ms))) break;
+    if (!SleepFor(std::chrono::milliseconds(std::clamp<int64_t>(spec.retry_ms, 50, 60000)))) break;
     auto again = Register(impl.cp);
     if (!again.ok()) break;  // stopped
     spec = again->lifecycle;

@@ -26,19 +26,12 @@ extern const std::string_view kSlurmJobsQuery;  // data/slurm/query-jobs.sh, emb
 namespace hf::agent {
 namespace {
 
-using nlohmann::json;
 
 // Slurm account and QOS names Hyperfleet creates: team names ([a-z0-9-]) and
 // "<class>-priority". Anything else never reaches a shell.
 bool SafeName(std::string_view s) {
   return !s.empty() && s.size() <= 64 &&
          s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
-}
-
-// A string member of a control-plane message, "" when missing or of another type.
-std::string StringMember(const json& o, const char* key) {
-  auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 // squeue/sinfo print times in the node's local time zone.
@@ -60,7 +53,8 @@ bool HeldPending(const std::string& state, const std::string& reason) {
 
 std::string SlurmJobsQuery() { return std::string(data::kSlurmJobsQuery); }
 
-json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts) {
+agentapi::SlurmJobsReport ParseSlurmJobs(std::string_view text,
+                                         const std::set<std::string>& accounts) {
   constexpr char kField = '\037';
   constexpr std::string_view kEnd = "\036\n";
   // sinfo's part follows the last "#partitions" line (a comment cannot come after it).
@@ -94,8 +88,8 @@ json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts
     for (auto& x : f) absl::StripAsciiWhitespace(&x);
     rows.push_back(std::move(f));
   }
-  json partitions = json::object();
-  std::map<std::string, std::vector<std::string>> members_of;
+  agentapi::SlurmJobsReport report;
+  std::map<std::string, std::vector<std::string>>& members_of = report.partitions;
   std::istringstream lines{std::string(text.substr(partitions_at))};
   for (std::string line; std::getline(lines, line);) {
     std::vector<std::string> f = absl::StrSplit(line, '|');
@@ -103,12 +97,8 @@ json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts
     absl::StripAsciiWhitespace(&f[0]);
     absl::StripAsciiWhitespace(&f[1]);
     if (f[0].empty() || f[1].empty()) continue;
-    json& members = partitions[f[1]];
-    if (!members.is_array()) members = json::array();
-    members.push_back(f[0]);
     members_of[f[1]].push_back(f[0]);
   }
-  json jobs = json::array();
   for (const auto& f : rows) {
     uint64_t id = 0;
     int nodes = 0;
@@ -134,24 +124,23 @@ json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts
     }
     std::string qos = f[2];
     if (qos == "normal" || qos == "(null)" || qos == "N/A") qos.clear();
-    json j = {{"id", id},          {"account", f[1]}, {"qos", qos},
-              {"partition", f[3]}, {"nodes", nodes},  {"state", state},
-              {"submit_time", LocalEpochSeconds(f[7])},
-              {"reason", f[8]}};
-    if (marked) j["mark"] = comment;
-    jobs.push_back(std::move(j));
+    agentapi::SlurmJob& job = report.jobs.emplace_back();
+    job.id = id;
+    job.account = f[1];
+    job.qos = std::move(qos);
+    job.partition = f[3];
+    job.nodes = nodes;
+    job.state = state;
+    job.submit_time = LocalEpochSeconds(f[7]);
+    job.reason = f[8];
+    if (marked) job.mark = comment;
   }
-  return json{{"jobs", std::move(jobs)}, {"partitions", std::move(partitions)}};
+  return report;
 }
 
-std::string SlurmJobActionCommands(const json& actions) {
+std::string SlurmJobActionCommands(const std::vector<agentapi::SlurmJobAction>& actions) {
   std::string script;
-  if (!actions.is_array()) return script;
-  for (const auto& a : actions) {
-    if (!a.is_object() || !a.contains("job") || !a["job"].is_number_unsigned()) continue;
-    // json::value throws on a member of another type: this runs on the helper thread.
-    const std::string action = StringMember(a, "action");
-    const uint64_t job = a["job"].get<uint64_t>();
+  for (const auto& [job, action] : actions) {
     std::string line;
     if (action == "release") {
       line = absl::StrCat("scontrol release ", job);
@@ -196,37 +185,25 @@ std::string MarkUngovernedHeldJobsCommands(const std::set<std::string>& accounts
       "done\n");
 }
 
-std::string SacctmgrCommands(const json& governance) {
+std::string SacctmgrCommands(const agentapi::Governance& governance) {
   std::string script =
       "grep -qs 'accounting_storage/slurmdbd' /opt/slurm/etc/accounting.conf || exit 0\n";
   bool any = false;
-  if (governance.contains("qos") && governance["qos"].is_array()) {
-    for (const auto& q : governance["qos"]) {
-      if (!q.is_object()) continue;
-      const std::string name = StringMember(q, "name");
-      auto p = q.find("priority");  // missing: 0; anything but a small integer: skipped
-      const bool valid_priority = p == q.end() || (p->is_number_integer() &&
-                                                   p->get<int64_t>() >= 0 &&
-                                                   p->get<int64_t>() <= 1000000);
-      if (!SafeName(name) || !valid_priority) continue;
-      const int64_t priority = p == q.end() ? 0 : p->get<int64_t>();
-      // "Nothing new added" exits non-zero: an existing QOS is fine.
-      absl::StrAppend(&script, "sacctmgr -i add qos ", name, " Priority=", priority,
-                      " >/dev/null 2>&1 || true\n");
-      any = true;
-    }
+  for (const auto& [name, priority] : governance.qos) {
+    if (!SafeName(name) || priority < 0 || priority > 1000000) continue;
+    // "Nothing new added" exits non-zero: an existing QOS is fine.
+    absl::StrAppend(&script, "sacctmgr -i add qos ", name, " Priority=", priority,
+                    " >/dev/null 2>&1 || true\n");
+    any = true;
   }
-  if (governance.contains("accounts") && governance["accounts"].is_array()) {
-    for (const auto& a : governance["accounts"]) {
-      if (!a.is_string() || !SafeName(a.get<std::string>())) continue;
-      // Slurm replaces an account its user has no association with by the user's default
-      // account (then the job is no longer the team's): the cluster's users join it.
-      absl::StrAppend(&script, "sacctmgr -i add account ", a.get<std::string>(),
-                      " >/dev/null 2>&1 || true\n",
-                      "for u in $(sacctmgr -n -P show user format=user); do sacctmgr -i add user "
-                      "\"$u\" account=", a.get<std::string>(), " >/dev/null 2>&1 || true; done\n");
-      any = true;
-    }
+  for (const auto& a : governance.accounts) {
+    if (!SafeName(a)) continue;
+    // Slurm replaces an account its user has no association with by the user's default
+    // account (then the job is no longer the team's): the cluster's users join it.
+    absl::StrAppend(&script, "sacctmgr -i add account ", a, " >/dev/null 2>&1 || true\n",
+                    "for u in $(sacctmgr -n -P show user format=user); do sacctmgr -i add user "
+                    "\"$u\" account=", a, " >/dev/null 2>&1 || true; done\n");
+    any = true;
   }
   return any ? script : std::string();
 }
@@ -250,30 +227,29 @@ SlurmJobs::~SlurmJobs() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::optional<json> SlurmJobs::report() {
+std::optional<agentapi::SlurmJobsReport> SlurmJobs::report() {
   std::lock_guard lock(mu_);
   if (!report_ || clock_.now() - report_at_ > 3 * options_.interval) return std::nullopt;
   return report_;
 }
 
-void SlurmJobs::onResponse(const json& response) {
+void SlurmJobs::onResponse(const agentapi::HeartbeatResponse& response) {
   bool wake = false;
   {
     std::lock_guard lock(mu_);
     // Each response is the control plane's whole view (level-triggered): it supersedes what an
     // earlier one asked and the thread has not done yet. A quota deleted and created again
     // before the thread ran left the deletion's governance and disown actions pending.
-    if (response.contains("governance") && response["governance"].is_object()) {
-      if (response["governance"].dump() != applied_governance_) {
-        governance_ = response["governance"];
+    if (response.governance) {
+      if (response.governance != applied_governance_) {
+        governance_ = response.governance;
         wake = true;
       } else {
         governance_.reset();
       }
     }
-    if (response.contains("slurm_job_actions") && response["slurm_job_actions"].is_array() &&
-        !response["slurm_job_actions"].empty()) {
-      actions_ = response["slurm_job_actions"];
+    if (!response.slurm_job_actions.empty()) {
+      actions_ = response.slurm_job_actions;
       wake = true;
     } else {
       actions_.reset();
@@ -282,12 +258,10 @@ void SlurmJobs::onResponse(const json& response) {
   if (wake) cv_.notify_all();
 }
 
-void SlurmJobs::ApplyGovernance(const json& governance) {
+void SlurmJobs::ApplyGovernance(const agentapi::Governance& governance) {
   std::set<std::string> accounts;
-  if (governance.contains("accounts") && governance["accounts"].is_array()) {
-    for (const auto& a : governance["accounts"]) {
-      if (a.is_string() && SafeName(a.get<std::string>())) accounts.insert(a.get<std::string>());
-    }
+  for (const auto& a : governance.accounts) {
+    if (SafeName(a)) accounts.insert(a);
   }
   // Accounts and QOS first: a job naming them must not be refused by slurmdbd's view.
   const std::string sacctmgr = SacctmgrCommands(governance);
@@ -296,7 +270,7 @@ void SlurmJobs::ApplyGovernance(const json& governance) {
   }
   std::string content;
   for (const auto& a : accounts) absl::StrAppend(&content, a, "\n");
-  NodeFile file{std::string(kGovernedAccountsPath), 0644, content};
+  agentapi::NodeFile file{std::string(kGovernedAccountsPath), 0644, content};
   if (Status s = WriteNodeFiles(options_.root, {file}); !s.ok()) {
     spdlog::warn("governed accounts: {}", std::string(s.message()));
     return;  // tried again with the next response
@@ -310,7 +284,7 @@ void SlurmJobs::ApplyGovernance(const json& governance) {
   }
   for (const auto& a : accounts) ungoverned_.erase(a);
   accounts_ = std::move(accounts);
-  applied_governance_ = governance.dump();
+  applied_governance_ = governance;
 }
 
 void SlurmJobs::MarkUngovernedHeldJobs() {
@@ -333,12 +307,12 @@ void SlurmJobs::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     const bool active = options_.active && options_.active();
-    std::optional<json> governance = std::move(governance_);
-    std::optional<json> actions = std::move(actions_);
+    std::optional<agentapi::Governance> governance = std::move(governance_);
+    std::optional<std::vector<agentapi::SlurmJobAction>> actions = std::move(actions_);
     governance_.reset();
     actions_.reset();
     lock.unlock();
-    std::optional<json> view;
+    std::optional<agentapi::SlurmJobsReport> view;
     if (active) {
       if (governance) ApplyGovernance(*governance);
       MarkUngovernedHeldJobs();
@@ -365,12 +339,12 @@ void SlurmJobs::Loop() {
         marked_queries_left_ = std::max(marked_queries_left_, 1);
       }
       if (accounts.empty() && marked_queries_left_ <= 0) {
-        view = json{{"jobs", json::array()}, {"partitions", json::object()}};
+        view = agentapi::SlurmJobsReport{};
       } else if (options_.query) {
         if (accounts.empty()) --marked_queries_left_;
         if (auto text = options_.query()) view = ParseSlurmJobs(*text, accounts);
       }
-      if (view) last_report_jobs_ = (*view)["jobs"].size();
+      if (view) last_report_jobs_ = view->jobs.size();
     }
     lock.lock();
     if (view) {

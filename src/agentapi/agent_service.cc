@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "hyperfleet/common/uri.h"
 #include "hyperfleet/model/instance_catalog.h"
 #include "hyperfleet/slurm/slurm_config.h"
 
@@ -21,46 +22,41 @@ using nlohmann::json;
 namespace is = model::instance_status;
 namespace ls = model::lifecycle_state;
 
-http::HttpResponse Json(int status, const json& body) {
+template <typename Message>
+http::HttpResponse Json(int status, const Message& body) {
   http::HttpResponse r;
   r.status = status;
   r.headers.emplace_back("Content-Type", "application/json");
-  r.body = body.dump();
+  r.body = Encode(body);
   return r;
 }
 
-http::HttpResponse Error(int status, absl::string_view message) {
-  return Json(status, json{{"error", std::string(message)}});
+http::HttpResponse Error(int status, absl::string_view message, std::string reason = "") {
+  return Json(status, ErrorBody{std::string(message), std::move(reason)});
 }
 
-/// The heartbeat's "slurm_nodes" (controller agent): [{"name", "state", "reason",
-/// "reason_time" (epoch seconds, 0 when none)}], at most 100,000 entries.
-StatusOr<std::vector<model::SlurmNodeState>> ParseSlurmNodes(const json& list) {
-  if (!list.is_array()) return absl::InvalidArgumentError("slurm_nodes must be an array");
-  if (list.size() > 100000) return absl::InvalidArgumentError("slurm_nodes has too many entries");
+/// The controller agent's Slurm view as the planner reads it.
+std::vector<model::SlurmNodeState> ToModel(const std::vector<SlurmNode>& nodes) {
   std::vector<model::SlurmNodeState> out;
-  out.reserve(list.size());
-  for (const auto& e : list) {
-    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
-        !e.contains("state") || !e["state"].is_string() ||
-        (e.contains("reason") && !e["reason"].is_string()) ||
-        (e.contains("reason_time") && !e["reason_time"].is_number())) {
-      return absl::InvalidArgumentError(
-          "each slurm_nodes entry needs string name and state, optional string reason and "
-          "numeric reason_time");
-    }
-    model::SlurmNodeState n;
-    n.name = e["name"].get<std::string>();
-    n.state = e["state"].get<std::string>();
-    n.reason = e.value("reason", std::string());
-    if (e.contains("alloc_cpus") && e["alloc_cpus"].is_number_integer()) {
-      n.alloc_cpus = e["alloc_cpus"].get<int>();
-    }
-    const double t = e.value("reason_time", 0.0);
-    if (t > 0) n.reason_time = FromEpochSeconds(t);
-    out.push_back(std::move(n));
+  out.reserve(nodes.size());
+  for (const auto& e : nodes) {
+    model::SlurmNodeState& n = out.emplace_back();
+    n.name = e.name;
+    n.state = e.state;
+    n.reason = e.reason;
+    n.alloc_cpus = e.alloc_cpus;
+    if (e.reason_time > 0) n.reason_time = FromEpochSeconds(e.reason_time);
   }
   return out;
+}
+
+/// Decodes `body` as a Message and hands it to `handler`; 400 naming the member when it
+/// does not match.
+template <typename Message, typename Handler>
+http::HttpResponse WithMessage(std::string_view body, Handler&& handler) {
+  auto message = Parse<Message>(body);
+  if (!message.ok()) return Error(400, message.status().message());
+  return handler(*message);
 }
 
 /// HTTP status for a Status from the store or bundle source.
@@ -70,35 +66,10 @@ int HttpStatusOf(const Status& s) {
   return 503;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /// The value of `name` in an application/x-www-form-urlencoded query, percent-decoded.
 std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) != name) continue;
-    std::string_view raw = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-    std::string out;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] == '%' && i + 2 < raw.size() && HexValue(raw[i + 1]) >= 0 &&
-          HexValue(raw[i + 2]) >= 0) {
-        out.push_back(static_cast<char>(HexValue(raw[i + 1]) * 16 + HexValue(raw[i + 2])));
-        i += 2;
-      } else if (raw[i] == '+') {
-        out.push_back(' ');
-      } else {
-        out.push_back(raw[i]);
-      }
-    }
-    return out;
+  for (auto& param : ParseQueryLenient(query)) {
+    if (param.name == name) return std::move(param.value);
   }
   return std::nullopt;
 }
@@ -253,17 +224,24 @@ http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
     }
     const std::string path(request.path());
     if (request.method == "GET") {
-      if (path == "/agent/v1/bundle") return listBundle(*caller);
-      if (path == "/agent/v1/bundle/file") return readBundle(*caller, request.query());
+      if (path == kBundlePath) return listBundle(*caller);
+      if (path == kBundleFilePath) return readBundle(*caller, request.query());
       return Error(404, "no such agent resource: GET " + path);
     }
     if (request.method != "POST") return Error(405, "method not allowed");
-    json body = request.body.empty() ? json::object() : json::parse(request.body, nullptr, false);
-    if (!body.is_object()) return Error(400, "the request body must be a JSON object");
-    if (path == "/agent/v1/register") return registerNode(*caller, body);
-    if (path == "/agent/v1/heartbeat") return heartbeat(*caller, body);
-    if (path == "/agent/v1/logs") return appendLogs(*caller, body);
-    if (path == "/agent/v1/lifecycle") return lifecycle(*caller, body);
+    const std::string_view body = request.body;
+    if (path == kRegisterPath) {
+      return WithMessage<RegisterRequest>(body, [&](const auto& m) { return registerNode(*caller, m); });
+    }
+    if (path == kHeartbeatPath) {
+      return WithMessage<HeartbeatRequest>(body, [&](const auto& m) { return heartbeat(*caller, m); });
+    }
+    if (path == kLogsPath) {
+      return WithMessage<LogBatch>(body, [&](const auto& m) { return appendLogs(*caller, m); });
+    }
+    if (path == kLifecyclePath) {
+      return WithMessage<LifecycleReport>(body, [&](const auto& m) { return lifecycle(*caller, m); });
+    }
     return Error(404, "no such agent resource: POST " + path);
   } catch (const std::exception& e) {
     spdlog::error("agent request {} {}: {}", request.method, request.target, e.what());
@@ -275,10 +253,9 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
   NodeFiles out;
   HF_ASSIGN_OR_RETURN(out.nodes, store_.nodes(caller.cluster.id));
   const auto& nodes = out.nodes;
-  json& files = out.files;
-  files = json::array();
+  std::vector<NodeFile>& files = out.files;
   auto add = [&](const std::string& path, const json& content) {
-    files.push_back({{"path", path}, {"mode", 0600}, {"content", content.dump(2) + "\n"}});
+    files.push_back({path, 0600, content.dump(2) + "\n"});
   };
   add("/opt/ml/config/resource_config.json", ResourceConfig(caller.cluster, nodes));
   const json& lcc = caller.node.lifecycle;
@@ -310,18 +287,15 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
                       std::string(conf.status().message()));
       }
       if (conf.ok()) {
-        files.push_back({{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", *conf}});
+        files.push_back({"/opt/slurm/etc/slurm.conf", 0644, *conf});
         out.slurm_conf = std::move(*conf);
         auto gres = slurm::RenderGresConf(caller.cluster, nodes, *roles,
                                           model::InstanceCatalog::Embedded());
         if (gres.ok()) {
-          files.push_back(
-              {{"path", "/opt/slurm/etc/gres.conf"}, {"mode", 0644}, {"content", *gres}});
+          files.push_back({"/opt/slurm/etc/gres.conf", 0644, *gres});
         }
         // slurm.conf names it (JobSubmitPlugins=lua): task governance holds jobs with it.
-        files.push_back({{"path", "/opt/slurm/etc/job_submit.lua"},
-                         {"mode", 0644},
-                         {"content", slurm::RenderJobSubmitLua()}});
+        files.push_back({"/opt/slurm/etc/job_submit.lua", 0644, slurm::RenderJobSubmitLua()});
       }
     }
   }
@@ -330,15 +304,17 @@ StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) 
   if (const auto* spec = model::InstanceCatalog::Embedded().find(caller.node.instance_type);
       spec != nullptr && spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu &&
       spec->accelerator_count > 0) {
-    files.push_back({{"path", slurm::kEmulatedGpusDropInPath},
-                     {"mode", 0644},
-                     {"content", slurm::RenderEmulatedGpusDropIn(spec->accelerator_count)}});
+    files.push_back({std::string(slurm::kEmulatedGpusDropInPath), 0644,
+                     slurm::RenderEmulatedGpusDropIn(spec->accelerator_count)});
   }
   add("/opt/ml/config/host_agent.json",
       json{{"ClusterArn", caller.cluster.arn}, {"InstanceId", caller.node.instance_id},
            {"InstanceGroupName", caller.node.group}});
-  // 53 bits: an integer every JSON reader (and the agent's int64) keeps exactly.
-  out.revision = std::hash<std::string>{}(files.dump()) & ((uint64_t{1} << 53) - 1);
+  // 53 bits: an integer every JSON reader (and the agent's int64) keeps exactly. The hash of
+  // the files' JSON, as before the typed protocol, so that a restart of an upgraded control
+  // plane does not send every node its files again.
+  out.revision =
+      std::hash<std::string>{}(json(files).dump()) & ((uint64_t{1} << 53) - 1);
   return out;
 }
 
@@ -394,7 +370,7 @@ std::optional<json> AgentService::provisioningParameters(const std::string& sour
   return value;
 }
 
-http::HttpResponse AgentService::registerNode(const Caller& caller, const json&) {
+http::HttpResponse AgentService::registerNode(const Caller& caller, const RegisterRequest&) {
   touch(caller.node.instance_id);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
@@ -404,7 +380,8 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
     applied_slurm_conf_[caller.node.instance_id] = *files->slurm_conf;
   }
   const json& lcc = caller.node.lifecycle;
-  json lifecycle{{"run", false}};
+  RegisterResponse out;
+  LifecycleSpec& lifecycle = out.lifecycle;
   const bool done = caller.node.lifecycle_state == ls::kSucceeded ||
                     caller.node.lifecycle_state == ls::kFailed;
   if (!files->roles_error.empty() && caller.node.lifecycle_state.empty()) {
@@ -425,8 +402,9 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
     wait = lifecycleWait(caller, *files);
   }
   if (wait) {
-    lifecycle = json{{"run", false}, {"wait", true}, {"wait_reason", *wait},
-                     {"retry_ms", options_.lifecycle_wait_retry_ms}};
+    lifecycle.wait = true;
+    lifecycle.wait_reason = *wait;
+    lifecycle.retry_ms = options_.lifecycle_wait_retry_ms;
     // Registered and held back: not an agent that never starts (see the agent-start timeout).
     if (Status s = markWaiting(caller, *wait); !s.ok()) {
       return Error(HttpStatusOf(s), s.message());
@@ -436,32 +414,31 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const json&)
     // An unusable SourceS3Uri still runs: the bundle listing then fails with the reason,
     // which the agent reports as the node's failure.
     auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
-    lifecycle = json{{"run", true},
-                     {"source_s3_uri", lcc.value("SourceS3Uri", "")},
-                     {"on_create", lcc.value("OnCreate", "")},
-                     {"on_init_complete", lcc.value("OnInitComplete", "")},
-                     {"directory", loc.ok() ? BundleDirectory(*loc) : "/tmp/lifecycle-scripts/"},
-                     {"timeout_seconds", options_.lifecycle_timeout_seconds}};
+    lifecycle.run = true;
+    lifecycle.source_s3_uri = lcc.value("SourceS3Uri", "");
+    lifecycle.on_create = lcc.value("OnCreate", "");
+    lifecycle.on_init_complete = lcc.value("OnInitComplete", "");
+    lifecycle.directory = loc.ok() ? BundleDirectory(*loc) : "/tmp/lifecycle-scripts/";
+    lifecycle.timeout_seconds = options_.lifecycle_timeout_seconds;
   }
   // A node held back registers every second: log its first registration only.
   spdlog::log(caller.node.lifecycle_state == ls::kWaiting ? spdlog::level::debug
                                                           : spdlog::level::info,
               "node {} ({} in {}) registered", caller.node.instance_id, caller.node.group,
               caller.cluster.name);
-  json out{{"cluster_id", caller.cluster.id},
-           {"cluster_name", caller.cluster.name},
-           {"group", caller.node.group},
-           {"instance_id", caller.node.instance_id},
-           {"instance_type", caller.node.instance_type},
-           {"heartbeat_seconds", options_.heartbeat_seconds},
-           {"files_revision", files->revision},
-           {"files", files->files},
-           {"lifecycle", lifecycle}};
+  out.cluster_id = caller.cluster.id;
+  out.cluster_name = caller.cluster.name;
+  out.group = caller.node.group;
+  out.instance_id = caller.node.instance_id;
+  out.instance_type = caller.node.instance_type;
+  out.heartbeat_seconds = options_.heartbeat_seconds;
+  out.files_revision = static_cast<int64_t>(files->revision);
+  out.files = std::move(files->files);
   // The GPUs the instance type has, for the agent's GPU count check (a node with fewer is
   // rebooted, as HyperPod does).
   if (const auto* spec = model::InstanceCatalog::Embedded().find(caller.node.instance_type);
       spec != nullptr && spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu) {
-    out["expected_gpus"] = spec->accelerator_count;
+    out.expected_gpus = static_cast<unsigned>(spec->accelerator_count);
   }
   return Json(200, out);
 }
@@ -487,7 +464,7 @@ Status AgentService::markWaiting(const Caller& caller, const std::string& reason
   return absl::UnavailableError("the node record kept changing; retry");
 }
 
-std::map<std::string, json> AgentService::lastHealth() const {
+std::map<std::string, HealthReport> AgentService::lastHealth() const {
   std::lock_guard lock(mu_);
   return health_;
 }
@@ -500,7 +477,7 @@ model::ClusterHealthView AgentService::clusterHealth(const std::string& cluster_
     if (cluster != cluster_id) continue;
     model::NodeLiveness& l = view.nodes[instance];
     if (auto it = last_seen_.find(instance); it != last_seen_.end()) l.last_heard = it->second;
-    if (auto it = health_.find(instance); it != health_.end()) l.health = it->second;
+    if (auto it = health_.find(instance); it != health_.end()) l.health = json(it->second);
   }
   const Duration fresh =
       std::max<Duration>(std::chrono::seconds(3 * options_.heartbeat_seconds), std::chrono::seconds(5));
@@ -514,8 +491,7 @@ model::ClusterHealthView AgentService::clusterHealth(const std::string& cluster_
   return view;
 }
 
-void AgentService::setSlurmJobsHandler(
-    std::function<json(const std::string& cluster_id, const json* slurm_jobs)> handler) {
+void AgentService::setSlurmJobsHandler(SlurmJobsHandler handler) {
   std::lock_guard lock(mu_);
   slurm_jobs_handler_ = std::move(handler);
 }
@@ -570,33 +546,25 @@ bool IsFault(const std::string& verdict) {
 }
 }  // namespace
 
-void AgentService::recordHealth(const Caller& caller, const json& health) {
-  if (!health.is_object() || !health.contains("verdict") || !health["verdict"].is_string()) {
-    return;
-  }
-  const std::string verdict = health["verdict"].get<std::string>();
+void AgentService::recordHealth(const Caller& caller, const HealthReport& health) {
+  const std::string& verdict = health.verdict;
   std::string before;
-  json before_report;
+  HealthReport before_report;
   {
     std::lock_guard lock(mu_);
     if (!cluster_of_.count(caller.node.instance_id)) return;  // forgotten meanwhile
     auto it = health_.find(caller.node.instance_id);
     if (it != health_.end()) {
-      before = it->second.value("verdict", "");
+      before = it->second.verdict;
       before_report = it->second;
     }
     health_[caller.node.instance_id] = health;
   }
   // Each service the agent restarted (a killed slurmd) is an event, once per restart.
-  auto restarts = [](const json& report) {
+  auto restarts = [](const HealthReport& report) {
     std::set<std::string> out;
-    if (!report.is_object() || !report.contains("findings") || !report["findings"].is_array()) {
-      return out;
-    }
-    for (const auto& f : report["findings"]) {
-      if (!f.is_object()) continue;
-      const std::string message = f.value("message", "");
-      if (absl::StrContains(message, "restarted by the agent")) out.insert(message);
+    for (const auto& f : report.findings) {
+      if (absl::StrContains(f.message, "restarted by the agent")) out.insert(f.message);
     }
     return out;
   };
@@ -619,10 +587,8 @@ void AgentService::recordHealth(const Caller& caller, const json& health) {
   if (IsFault(verdict) == IsFault(before) && (verdict == before || !IsFault(verdict))) return;
   // What failed, in the agent's words.
   std::vector<std::string> failing;
-  for (const auto& f : health.value("findings", json::array())) {
-    if (f.is_object() && IsFault(f.value("severity", ""))) {
-      failing.push_back(f.value("check", "?") + ": " + f.value("message", ""));
-    }
+  for (const auto& f : health.findings) {
+    if (IsFault(f.severity)) failing.push_back((f.check.empty() ? "?" : f.check) + ": " + f.message);
   }
   std::string description;
   if (IsFault(verdict)) {
@@ -647,49 +613,44 @@ void AgentService::recordHealth(const Caller& caller, const json& health) {
   spdlog::log(IsFault(verdict) ? spdlog::level::warn : spdlog::level::info, "{}", description);
 }
 
-http::HttpResponse AgentService::heartbeat(const Caller& caller, const json& body) {
+http::HttpResponse AgentService::heartbeat(const Caller& caller, const HeartbeatRequest& body) {
   touch(caller.node.instance_id);
-  if (body.contains("health")) recordHealth(caller, body["health"]);
+  if (body.health) recordHealth(caller, *body.health);
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   const bool controller =
       !files->controller_group.empty() && files->controller_group == caller.node.group;
-  if (controller && body.contains("slurm_nodes")) {
-    auto view = ParseSlurmNodes(body["slurm_nodes"]);
-    if (!view.ok()) return Error(400, view.status().message());
+  if (controller && body.slurm_nodes) {
     std::lock_guard lock(mu_);
-    slurm_view_[caller.cluster.id] = {clock_.now(), std::move(*view)};
+    slurm_view_[caller.cluster.id] = {clock_.now(), ToModel(*body.slurm_nodes)};
   }
+  HeartbeatResponse out;
+  out.files_revision = static_cast<int64_t>(files->revision);
   // The agent compares its clock with ours (health check "clock").
-  json out{{"files_revision", files->revision}, {"time", ToEpochSeconds(clock_.now())}};
+  out.time = ToEpochSeconds(clock_.now());
   if (controller) {
     std::lock_guard lock(mu_);
     auto it = slurm_marks_.find(caller.cluster.id);
-    if (it != slurm_marks_.end() && !it->second.empty()) {
-      json marks = json::array();
-      for (const auto& m : it->second) {
-        marks.push_back({{"node", m.node}, {"action", m.action}, {"reason", m.reason}});
-      }
-      out["slurm_marks"] = std::move(marks);
+    if (it != slurm_marks_.end()) {
+      for (const auto& m : it->second) out.slurm_marks.push_back({m.node, m.action, m.reason});
     }
   }
   // Task governance: the controller's job report in, job actions and governed accounts out.
   if (controller) {
-    std::function<json(const std::string&, const json*)> jobs;
+    SlurmJobsHandler jobs;
     {
       std::lock_guard lock(mu_);
       jobs = slurm_jobs_handler_;
     }
     if (jobs) {
-      json extra = jobs(caller.cluster.id, body.contains("slurm_jobs") ? &body["slurm_jobs"] : nullptr);
-      if (extra.is_object()) {
-        for (auto& [k, v] : extra.items()) out[k] = std::move(v);
+      if (auto answer = jobs(caller.cluster.id, body.slurm_jobs ? &*body.slurm_jobs : nullptr)) {
+        out.governance = std::move(answer->governance);
+        out.slurm_job_actions = std::move(answer->slurm_job_actions);
       }
     }
   }
-  const json& seen = body.contains("files_revision") ? body["files_revision"] : json();
-  if (!seen.is_number_integer() || seen.get<int64_t>() != static_cast<int64_t>(files->revision)) {
-    out["files"] = files->files;
+  if (body.files_revision != out.files_revision) {
+    out.files = std::move(files->files);
   } else if (files->slurm_conf) {
     // The agent reports a revision once it has written its files and reloaded Slurm.
     std::lock_guard lock(mu_);
@@ -710,11 +671,11 @@ http::HttpResponse AgentService::listBundle(const Caller& caller) {
     const char* reason = absl::IsNotFound(s)             ? "empty"
                          : absl::IsFailedPrecondition(s) ? "unsafe-key"
                                                          : "download";
-    return Json(HttpStatusOf(s), json{{"error", std::string(s.message())}, {"reason", reason}});
+    return Error(HttpStatusOf(s), s.message(), reason);
   }
-  json files = json::array();
-  for (const auto& o : *objects) files.push_back({{"key", o.key}, {"size", o.size}});
-  return Json(200, json{{"files", files}});
+  BundleListing listing;
+  for (const auto& o : *objects) listing.files.push_back({o.key, static_cast<uint64_t>(o.size)});
+  return Json(200, listing);
 }
 
 http::HttpResponse AgentService::readBundle(const Caller& caller, std::string_view query) {
@@ -737,32 +698,22 @@ void AgentService::log(const Caller& caller, std::vector<LogLine> lines) {
   logs_(ClusterLogGroup(caller.cluster), LifecycleLogStream(caller.node), lines);
 }
 
-http::HttpResponse AgentService::appendLogs(const Caller& caller, const json& body) {
-  const json& events = body.contains("events") ? body["events"] : json();
-  if (!events.is_array()) return Error(400, "events must be an array");
+http::HttpResponse AgentService::appendLogs(const Caller& caller, const LogBatch& body) {
   std::vector<LogLine> lines;
-  lines.reserve(events.size());
+  lines.reserve(body.events.size());
   const int64_t now_ms = ToEpochSeconds(clock_.now()) * 1000;
-  for (const auto& e : events) {
-    if (!e.is_object() || !e.contains("message") || !e["message"].is_string()) {
-      return Error(400, "each event needs a string message");
-    }
-    int64_t ts = e.contains("timestamp") && e["timestamp"].is_number_integer()
-                     ? e["timestamp"].get<int64_t>()
-                     : now_ms;
-    lines.push_back({ts, e["message"].get<std::string>()});
-  }
+  for (const auto& e : body.events) lines.push_back({e.timestamp_ms.value_or(now_ms), e.message});
   log(caller, std::move(lines));
   return Json(200, json::object());
 }
 
-http::HttpResponse AgentService::lifecycle(const Caller& caller, const json& body) {
-  const std::string state = body.value("state", "");
-  if (state != ls::kStarted && state != ls::kSucceeded && state != ls::kFailed) {
+http::HttpResponse AgentService::lifecycle(const Caller& caller, const LifecycleReport& body) {
+  const std::string& state = body.state;
+  if (state != kStarted && state != kSucceeded && state != kFailed) {
     return Error(400, "state must be Started, Succeeded or Failed");
   }
-  const std::string reason = body.value("reason", "");
-  const std::string detail = body.value("message", "");
+  const std::string& reason = body.reason;
+  const std::string& detail = body.message;
   // The platform's markers in the node's log stream, written once per transition.
   auto markers = [&] {
     const int64_t now_ms = ToEpochSeconds(clock_.now()) * 1000;

@@ -211,9 +211,10 @@ Status RunServer(const ServerFlags& flags) {
   // Task governance on Slurm: the controller agents' job reports drive one admission
   // engine per cluster (docs/governance.md "On Slurm").
   control::GovernanceLoop governance_loop(*store, model::InstanceCatalog::Embedded(), clock);
-  agents.setSlurmJobsHandler([&governance_loop](const std::string& id, const nlohmann::json* jobs) {
-    return governance_loop.onHeartbeat(id, jobs);
-  });
+  agents.setSlurmJobsHandler(
+      [&governance_loop](const std::string& id, const agentapi::SlurmJobsReport* jobs) {
+        return governance_loop.onHeartbeat(id, jobs);
+      });
 
   std::unique_ptr<provider::Provider> provider;
   if (flags.provider == "fake") {

@@ -1,6 +1,6 @@
 // The shell around governance::slurm::Governor: per-cluster state and lock, the store reads
 // (the nodes only when the cluster's revision moved), logging, and the heartbeat answer's
-// JSON. Every decision is the Governor's.
+// answer. Every decision is the Governor's.
 #include "hyperfleet/control/governance_loop.h"
 
 #include <chrono>
@@ -26,7 +26,8 @@ struct GovernanceLoop::ClusterState {
   std::mutex mu;  ///< one heartbeat or why() of this cluster at a time
   gs::Governor governor;
   gs::PartitionMap partitions;  ///< derived from the two members below
-  json reported_partitions;     ///< the report's "partitions" at the last derivation
+  /// The report's partitions at the last derivation.
+  std::map<std::string, std::vector<std::string>> reported_partitions;
   std::map<std::string, std::string> node_types;  ///< the store's nodes: Slurm name -> type
   int64_t nodes_revision = 0;  ///< the cluster's store revision node_types was read at
 };
@@ -56,22 +57,15 @@ void GovernanceLoop::forget(const std::string& cluster_id) {
 
 namespace {
 
-/// The heartbeat answer's members for `config` and `actions`.
-json Render(const gs::Config& config, const gs::Actions& actions) {
-  json qos = json::array();
+/// The heartbeat answer for `config` and `actions`.
+agentapi::GovernanceAnswer Render(const gs::Config& config, const gs::Actions& actions) {
+  agentapi::GovernanceAnswer out;
+  out.governance.accounts.assign(config.teams.begin(), config.teams.end());
   for (const auto& [name, weight] : config.class_weight) {
-    qos.push_back({{"name", name + "-priority"}, {"priority", weight}});
+    out.governance.qos.push_back({name + "-priority", weight});
   }
-  json out = {{"governance",
-               {{"accounts", json(std::vector<std::string>(config.teams.begin(),
-                                                           config.teams.end()))},
-                {"qos", std::move(qos)}}}};
-  if (!actions.jobs.empty()) {
-    json jobs = json::array();
-    for (const auto& a : actions.jobs) {
-      jobs.push_back({{"job", a.job}, {"action", std::string(gs::JobActionName(a.action))}});
-    }
-    out["slurm_job_actions"] = std::move(jobs);
+  for (const auto& a : actions.jobs) {
+    out.slurm_job_actions.push_back({a.job, std::string(gs::JobActionName(a.action))});
   }
   return out;
 }
@@ -93,7 +87,7 @@ void Log(const std::string& cluster_id, const gs::Actions& actions) {
 }  // namespace
 
 Status GovernanceLoop::refreshPartitions(ClusterState& st, const std::string& cluster_id,
-                                         const json& slurm_jobs) {
+                                         const agentapi::SlurmJobsReport& slurm_jobs) {
   // The store's nodes are read again only when the cluster's revision moved (it moves with
   // every write of its nodes).
   auto cluster = store_.clusterById(cluster_id);
@@ -107,17 +101,15 @@ Status GovernanceLoop::refreshPartitions(ClusterState& st, const std::string& cl
     st.node_types = std::move(node_types);
     st.nodes_revision = revision;
   }
-  const json empty = json::object();
-  auto it = slurm_jobs.find("partitions");
-  const json& partitions = it != slurm_jobs.end() && it->is_object() ? *it : empty;
-  if (nodes_changed || partitions != st.reported_partitions) {
+  if (nodes_changed || slurm_jobs.partitions != st.reported_partitions) {
     st.partitions = gs::PartitionsOf(gs::ParsePartitions(slurm_jobs), st.node_types);
-    st.reported_partitions = partitions;
+    st.reported_partitions = slurm_jobs.partitions;
   }
   return absl::OkStatus();
 }
 
-json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slurm_jobs) {
+std::optional<agentapi::GovernanceAnswer> GovernanceLoop::onHeartbeat(
+    const std::string& cluster_id, const agentapi::SlurmJobsReport* slurm_jobs) {
   const std::shared_ptr<ClusterState> slot = state(cluster_id, true);
   ClusterState& st = *slot;
   std::lock_guard lock(st.mu);
@@ -128,7 +120,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
   if (report) {
     if (Status s = refreshPartitions(st, cluster_id, *slurm_jobs); !s.ok()) {
       spdlog::warn("governance: nodes of {}: {}", cluster_id, s.ToString());
-      return json::object();
+      return std::nullopt;
     }
     instances = st.partitions.instances;
   } else if (st.governor.configured()) {
@@ -140,7 +132,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
   if (!policies.ok() || !quotas.ok()) {
     spdlog::warn("governance: configuration of {}: {}", cluster_id,
                  (policies.ok() ? quotas.status() : policies.status()).ToString());
-    return json::object();
+    return std::nullopt;
   }
   const gs::Config config = gs::ConfigOf(*policies, *quotas, catalog_, instances);
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -148,7 +140,7 @@ json GovernanceLoop::onHeartbeat(const std::string& cluster_id, const json* slur
   auto actions = st.governor.Step(config, st.partitions, report ? &*report : nullptr, now_ms);
   if (!actions.ok()) {
     spdlog::warn("governance: cluster {}: {}", cluster_id, std::string(actions.status().message()));
-    return json::object();
+    return std::nullopt;
   }
   Log(cluster_id, *actions);
   return Render(config, *actions);

@@ -12,12 +12,11 @@
 #include <map>
 #include <mutex>
 #include <optional>
-
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "hyperfleet/agentapi/protocol.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/status.h"
 
@@ -102,17 +101,18 @@ struct AgentOptions {
 
 /// Parses `sinfo -N -h -o '%N|%T|%H|%C|%E'` output (node, long state, reason time in the
 /// node's local time or "Unknown"/"None", CPUs "alloc/idle/other/total", reason exactly as
-/// set) into the heartbeat's "slurm_nodes": [{"name", "state", "alloc_cpus", "reason",
-/// "reason_time" epoch seconds, 0 when none}]. Lines that do not parse are skipped; a node
-/// listed twice (in two partitions) appears once.
-nlohmann::json ParseSinfoNodes(std::string_view text);
+/// set) into the heartbeat's "slurm_nodes" (state in lower case, reason_time 0 when none).
+/// Lines that do not parse are skipped; a node listed twice (in two partitions) appears
+/// once.
+std::vector<agentapi::SlurmNode> ParseSinfoNodes(std::string_view text);
 
 /// The scontrol commands (one per line, for a root shell) that carry out the control
-/// plane's `marks` ([{"node", "action": "down"|"resume", "reason"}], docs/resiliency.md)
-/// given Slurm's current `nodes` (ParseSinfoNodes): "down" only for a node not already down
-/// or fail; "resume" only for a node that is still marked with exactly the given reason.
-/// Unknown nodes and actions are skipped. Reasons are single-quoted for the shell.
-std::string SlurmMarkCommands(const nlohmann::json& marks, const nlohmann::json& nodes);
+/// plane's `marks` (docs/resiliency.md) given Slurm's current `nodes` (ParseSinfoNodes):
+/// "down" only for a node not already down or fail; "resume" only for a node that is still
+/// marked with exactly the given reason. Unknown nodes and actions are skipped. Reasons are
+/// single-quoted for the shell.
+std::string SlurmMarkCommands(const std::vector<agentapi::SlurmMark>& marks,
+                              const std::vector<agentapi::SlurmNode>& nodes);
 
 /// Parses an env file: KEY=VALUE lines; blank lines and lines starting with '#' are
 /// skipped; a value in matching single or double quotes loses them; "export " before a key
@@ -130,64 +130,11 @@ Status LoadAgentEnv(const std::string& path, AgentOptions* options);
 /// "/tmp/x/opt/ml"; with root "/" it is `path` itself.
 std::string NodePath(const std::string& root, std::string_view path);
 
-/// One file the control plane wants on the node.
-struct NodeFile {
-  std::string path;     ///< absolute path on the node
-  uint32_t mode = 0600;  ///< permission bits
-  std::string content;
-};
-
-/// The `lifecycle` member of the register response.
-struct LifecycleSpec {
-  bool run = false;
-  std::string source_s3_uri;     ///< for messages, e.g. "s3://bucket/prefix/"
-  std::string on_create;         ///< relative to the bundle, e.g. "on_create.sh"
-  std::string on_init_complete;  ///< may be empty
-  std::string directory;         ///< "/tmp/<bucket>/<prefix>/" on the node
-  int64_t timeout_seconds = 3600;
-  /// Not yet: the control plane holds the scripts back (e.g. until the Slurm controller's
-  /// have succeeded) and the agent registers again after `retry_ms` to ask anew.
-  bool wait = false;
-  std::string wait_reason;
-  int64_t retry_ms = 1000;
-};
-
-/// Seconds between an agent's heartbeats when the register response names none: the control
-/// plane's default (`hyperfleet server --heartbeat-interval`), so both agree.
-inline constexpr int kDefaultHeartbeatSeconds = 1;
-
-/// The register response.
-struct Registration {
-  std::string cluster_id, cluster_name, group, instance_id;
-  int heartbeat_seconds = kDefaultHeartbeatSeconds;
-  /// NVIDIA GPUs the instance type has (the control plane's catalog); absent for others.
-  std::optional<unsigned> expected_gpus;
-  int64_t files_revision = 0;  ///< absent in the response: 0
-  std::vector<NodeFile> files;
-  LifecycleSpec lifecycle;
-};
-
-/// A lifecycle report (POST /agent/v1/lifecycle). `reason`/`exit_code` only on "Failed"
-/// ("exit", "timeout", "missing", "crlf", "download", "unsafe-key", "empty").
-struct LifecycleReport {
-  std::string state;  ///< "Started", "Succeeded" or "Failed"
-  std::string script;
-  std::string reason;
-  std::optional<int> exit_code;
-  std::string message;
-};
-
-/// Parses a register response body. Errors: InvalidArgument for malformed JSON or a
-/// member of the wrong type.
-StatusOr<Registration> ParseRegistration(std::string_view body);
-/// Parses a `files` array ([{"path","mode","content"}]; mode a number or an octal string).
-StatusOr<std::vector<NodeFile>> ParseNodeFiles(std::string_view files_json);
-
 /// Writes each file under `root` with its mode, creating parent directories (0755), by
 /// write-to-temp and rename. Errors: InvalidArgument for a path that is not absolute or
 /// has a ".." segment (nothing written for it), Internal naming the path and errno text.
 /// Every file is attempted; the first error is returned.
-Status WriteNodeFiles(const std::string& root, const std::vector<NodeFile>& files);
+Status WriteNodeFiles(const std::string& root, const std::vector<agentapi::NodeFile>& files);
 
 /// Whether a bundle key may be written below the bundle directory: relative, non-empty,
 /// no ".." segment, no NUL (the path-traversal rule).

@@ -17,8 +17,7 @@
 #include <string_view>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
+#include "hyperfleet/agentapi/protocol.h"
 #include "hyperfleet/common/clock.h"
 
 namespace hf::agent {
@@ -46,25 +45,26 @@ inline constexpr char kMarkReleased[] = "hyperfleet-released";
 /// data/slurm/query-jobs.sh, embedded at build time.
 std::string SlurmJobsQuery();
 
-/// Parses SlurmJobsQuery() output into the heartbeat's "slurm_jobs":
-/// {"jobs": [{"id" (number), "account", "qos" ("" for none or "normal"), "partition",
-/// "nodes" (the most nodes Slurm may give it: for a pending `-N min-max` job the maximum,
-/// bounded by the nodes of its partitions, never below squeue's count), "state" (squeue's
-/// long state, upper case), "submit_time" (epoch seconds; squeue prints the node's local
-/// time), "reason", "mark" (kMarkGoverned or kMarkHeld; absent when the AdminComment is
-/// neither)}], "partitions": {name: [node, ...]}}. Kept: the jobs of `accounts`, and the held
-/// pending jobs of any account that carry a mark (their account may have left governance:
-/// the control plane releases them). Array jobs and records that do not parse are skipped.
-nlohmann::json ParseSlurmJobs(std::string_view text, const std::set<std::string>& accounts);
+/// Parses SlurmJobsQuery() output into the heartbeat's "slurm_jobs": each job with its qos
+/// ("" for none or "normal"), nodes (the most nodes Slurm may give it: for a pending
+/// `-N min-max` job the maximum, bounded by the nodes of its partitions, never below
+/// squeue's count), state (squeue's long state, upper case), submit_time (epoch seconds;
+/// squeue prints the node's local time) and mark (kMarkGoverned or kMarkHeld; "" when the
+/// AdminComment is neither), and each partition's nodes. Kept: the jobs of `accounts`, and
+/// the held pending jobs of any account that carry a mark (their account may have left
+/// governance: the control plane releases them). Array jobs and records that do not parse
+/// are skipped.
+agentapi::SlurmJobsReport ParseSlurmJobs(std::string_view text,
+                                         const std::set<std::string>& accounts);
 
-/// The root-shell script for the control plane's job actions
-/// ([{"job": id, "action": "release"|"hold"|"requeuehold"|"disown"}]): per valid action,
+/// The root-shell script for the control plane's job actions ("release", "hold",
+/// "requeuehold", "disown"; others are skipped): per action,
 /// release: `scontrol release`; hold: mark kMarkHeld and priority 0 in one update (an
 /// administrator's hold, also for a job held by the user); requeuehold: mark kMarkGoverned,
 /// then `scontrol requeuehold` (Slurm makes it the user's hold; the next hold action makes
 /// it an administrator's); disown: release, then mark kMarkReleased (the account left
 /// governance). Each line may fail (a job that ended meanwhile) without stopping the others.
-std::string SlurmJobActionCommands(const nlohmann::json& actions);
+std::string SlurmJobActionCommands(const std::vector<agentapi::SlurmJobAction>& actions);
 
 /// The root-shell script run when `accounts` left governance: job_submit.lua may have held
 /// jobs of theirs that the control plane has not seen yet (no mark); each pending job of
@@ -75,11 +75,10 @@ std::string MarkUngovernedHeldJobsCommands(const std::set<std::string>& accounts
 
 /// The root-shell script that creates the governance's accounts and QOS in slurmdbd
 /// (`sacctmgr -i add account <team>`, every user slurmdbd knows added to it, `sacctmgr -i
-/// add qos <class>-priority Priority=<weight>`) from the heartbeat's "governance"
-/// ({"accounts": [team...],
-/// "qos": [{"name", "priority"}]}); it exits 0 at once where accounting.conf does not use
-/// slurmdbd. Names that are not [a-z0-9-] are left out.
-std::string SacctmgrCommands(const nlohmann::json& governance);
+/// add qos <class>-priority Priority=<weight>`) from the heartbeat's "governance"; it exits
+/// 0 at once where accounting.conf does not use slurmdbd. Names that are not [a-z0-9-] and
+/// priorities outside 0..1,000,000 are left out.
+std::string SacctmgrCommands(const agentapi::Governance& governance);
 
 /// The Slurm side of task governance on the controller node. Thread-safe.
 class SlurmJobs {
@@ -105,17 +104,17 @@ class SlurmJobs {
   SlurmJobs& operator=(const SlurmJobs&) = delete;
 
   /// The last "slurm_jobs" report if taken within 3 intervals.
-  std::optional<nlohmann::json> report();
+  std::optional<agentapi::SlurmJobsReport> report();
   /// Takes a heartbeat response's "governance" and "slurm_job_actions" (when present) and
   /// wakes the Slurm thread to apply them. Each response supersedes what earlier ones asked
   /// and the thread has not applied yet: one without actions cancels pending ones, and one
   /// whose governance is the applied one cancels a pending change.
-  void onResponse(const nlohmann::json& response);
+  void onResponse(const agentapi::HeartbeatResponse& response);
 
  private:
   void Loop();
   /// Writes the governed accounts file and runs sacctmgr when the governance changed.
-  void ApplyGovernance(const nlohmann::json& governance);
+  void ApplyGovernance(const agentapi::Governance& governance);
   /// Runs MarkUngovernedHeldJobsCommands for the accounts that left governance, until it
   /// succeeds once after they left.
   void MarkUngovernedHeldJobs();
@@ -129,10 +128,11 @@ class SlurmJobs {
   std::set<std::string> ungoverned_;  ///< left governance; their held jobs not yet marked
   int marked_queries_left_ = kMarkedQueries;  ///< see kMarkedQueries (Loop only)
   size_t last_report_jobs_ = 0;  ///< jobs in the last report (Loop only)
-  std::optional<nlohmann::json> governance_;  ///< received, not yet applied
-  std::string applied_governance_;            ///< dump of the last applied one
-  std::optional<nlohmann::json> actions_;     ///< received, not yet applied
-  std::optional<nlohmann::json> report_;
+  std::optional<agentapi::Governance> governance_;  ///< received, not yet applied
+  std::optional<agentapi::Governance> applied_governance_;  ///< the last applied one
+  /// Received, not yet applied.
+  std::optional<std::vector<agentapi::SlurmJobAction>> actions_;
+  std::optional<agentapi::SlurmJobsReport> report_;
   SystemTime report_at_{};
   std::thread thread_;
 };

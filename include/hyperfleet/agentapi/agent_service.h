@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hyperfleet/agentapi/node_tokens.h"
+#include "hyperfleet/agentapi/protocol.h"
 #include "hyperfleet/bundle/bundle_source.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
@@ -54,11 +55,15 @@ nlohmann::json ResourceConfig(const model::Cluster& cluster,
 class AgentService {
  public:
   struct Options {
-    int heartbeat_seconds = 1;            ///< how often agents heartbeat
-    int lifecycle_timeout_seconds = 3600; ///< per lifecycle script, then it is killed
+    int heartbeat_seconds = kDefaultHeartbeatSeconds;  ///< how often agents heartbeat
+    /// Per lifecycle script, then it is killed.
+    int64_t lifecycle_timeout_seconds = kDefaultLifecycleTimeoutSeconds;
     /// How soon (milliseconds) an agent held back (controller first) registers again.
-    int lifecycle_wait_retry_ms = 1000;
+    int64_t lifecycle_wait_retry_ms = kDefaultLifecycleRetryMs;
   };
+  /// See setSlurmJobsHandler.
+  using SlurmJobsHandler = std::function<std::optional<GovernanceAnswer>(
+      const std::string& cluster_id, const SlurmJobsReport* slurm_jobs)>;
 
   /// `on_change(cluster_id)` is called after a lifecycle result was stored, so the cluster
   /// controller acts on it at once. `logs` receives lifecycle output and markers.
@@ -74,9 +79,9 @@ class AgentService {
 
   /// When each instance's agent was last heard from (registration or heartbeat).
   std::map<std::string, SystemTime> lastSeen() const;
-  /// The last health report each instance's agent sent (the heartbeat's "health" object,
-  /// docs/nodes.md "Health checks"); instances that sent none are absent.
-  std::map<std::string, nlohmann::json> lastHealth() const;
+  /// The last health report each instance's agent sent (docs/nodes.md "Health checks");
+  /// instances that sent none are absent.
+  std::map<std::string, HealthReport> lastHealth() const;
   /// What the agents of `cluster_id` said (docs/resiliency.md): when each was last heard,
   /// its last health report, the controller agent's view of the Slurm nodes (when reported
   /// within max(3 heartbeats, 5 s)) and the group running slurmctld.
@@ -86,12 +91,10 @@ class AgentService {
   void setSlurmMarks(const std::string& cluster_id, std::vector<model::SlurmMark> marks);
   /// Task governance (docs/governance.md "On Slurm"): called on every heartbeat of a Slurm
   /// controller's agent with the cluster id and the heartbeat's "slurm_jobs" (null when
-  /// absent); the members of the object it returns ("governance", "slurm_job_actions") are
-  /// added to the heartbeat response. Called outside the service's lock; must be
-  /// thread-safe. Empty (the default): nothing is added.
-  void setSlurmJobsHandler(
-      std::function<nlohmann::json(const std::string& cluster_id,
-                                   const nlohmann::json* slurm_jobs)> handler);
+  /// absent); what it answers is added to the heartbeat response (nothing for nullopt).
+  /// Called outside the service's lock; must be thread-safe. Empty (the default): nothing
+  /// is added.
+  void setSlurmJobsHandler(SlurmJobsHandler handler);
   /// Drops what agents said about instances that no longer exist (`instance_ids`, their
   /// records erased) or, with `cluster_gone`, about every instance of `cluster_id` and the
   /// cluster itself (its Slurm view, marks and controller group). A late request from a
@@ -107,16 +110,16 @@ class AgentService {
     model::Node node;
   };
   StatusOr<Caller> authenticate(const http::HttpRequest& request);
-  http::HttpResponse registerNode(const Caller& caller, const nlohmann::json& body);
-  http::HttpResponse heartbeat(const Caller& caller, const nlohmann::json& body);
+  http::HttpResponse registerNode(const Caller& caller, const RegisterRequest& body);
+  http::HttpResponse heartbeat(const Caller& caller, const HeartbeatRequest& body);
   http::HttpResponse listBundle(const Caller& caller);
   http::HttpResponse readBundle(const Caller& caller, std::string_view query);
-  http::HttpResponse appendLogs(const Caller& caller, const nlohmann::json& body);
-  http::HttpResponse lifecycle(const Caller& caller, const nlohmann::json& body);
+  http::HttpResponse appendLogs(const Caller& caller, const LogBatch& body);
+  http::HttpResponse lifecycle(const Caller& caller, const LifecycleReport& body);
   /// A node's files: the node-contract files, their content hash ("files_revision"), and
   /// what the control plane knows of the cluster's Slurm setup while building them.
   struct NodeFiles {
-    nlohmann::json files;
+    std::vector<NodeFile> files;
     uint64_t revision = 0;
     std::vector<model::Node> nodes;    ///< the cluster's nodes
     std::optional<std::string> slurm_conf;  ///< set on the controller of a Slurm cluster
@@ -132,7 +135,7 @@ class AgentService {
   std::optional<std::string> lifecycleWait(const Caller& caller, const NodeFiles& files);
   /// Keeps the heartbeat's health report and, when its verdict enters or leaves a fault
   /// (soft_fault, hard_fault), records an event naming the failing checks.
-  void recordHealth(const Caller& caller, const nlohmann::json& health);
+  void recordHealth(const Caller& caller, const HealthReport& health);
   /// Records that the node's agent registered and waits (lifecycle_state::kWaiting), and
   /// says why in the node's lifecycle log stream the first time.
   Status markWaiting(const Caller& caller, const std::string& reason);
@@ -153,13 +156,13 @@ class AgentService {
   mutable std::mutex mu_;
   std::map<std::string, SystemTime> last_seen_;
   std::map<std::string, std::string> cluster_of_;  ///< instance id -> cluster id (cache)
-  std::map<std::string, nlohmann::json> health_;  ///< instance id -> last health report
+  std::map<std::string, HealthReport> health_;  ///< instance id -> last health report
   /// Controller instance id -> the slurm.conf its agent has applied (written and reloaded).
   std::map<std::string, std::string> applied_slurm_conf_;
   /// Cluster id -> (when reported, the controller agent's `sinfo` view).
   std::map<std::string, std::pair<SystemTime, std::vector<model::SlurmNodeState>>> slurm_view_;
   std::map<std::string, std::vector<model::SlurmMark>> slurm_marks_;  ///< by cluster id
-  std::function<nlohmann::json(const std::string&, const nlohmann::json*)> slurm_jobs_handler_;
+  SlurmJobsHandler slurm_jobs_handler_;
   std::map<std::string, std::string> controller_group_;  ///< by cluster id (last seen)
   /// Short: a user who fixes the file and creates the cluster again must see the fix.
   static constexpr Duration kParamsCacheTtl = std::chrono::seconds(5);

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "hyperfleet/agent/agent.h"
+#include "hyperfleet/agentapi/protocol.h"
 #include "hyperfleet/common/status.h"
 
 namespace hf::cli {
@@ -27,8 +27,8 @@ struct ServerFlags {
   std::string node_network = "10.224.0.0/12";  ///< pool of per-cluster /22 subnets
   std::string image_dir = "/var/lib/hyperfleet/images";  ///< node image cache (host-wide)
   std::string image_mirror = "http://deb.debian.org/debian";  ///< for building the image
-  int lifecycle_timeout_seconds = 3600;    ///< per lifecycle script
-  int heartbeat_seconds = agent::kDefaultHeartbeatSeconds;  ///< agent heartbeat interval
+  int lifecycle_timeout_seconds = agentapi::kDefaultLifecycleTimeoutSeconds;  ///< per script
+  int heartbeat_seconds = agentapi::kDefaultHeartbeatSeconds;  ///< agent heartbeat interval
   /// A running node whose agent is silent this long is unresponsive (hung) and recovered.
   int unresponsive_after_seconds = 10;
   int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"

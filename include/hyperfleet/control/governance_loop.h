@@ -12,11 +12,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "hyperfleet/common/clock.h"
+#include "hyperfleet/agentapi/protocol.h"
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/model/instance_catalog.h"
 #include "hyperfleet/store/store.h"
@@ -33,16 +35,17 @@ class GovernanceLoop {
   ~GovernanceLoop();
 
   /// Handles one heartbeat of cluster `cluster_id`'s Slurm controller agent: `slurm_jobs` is
-  /// its report (ParseSlurmJobs' shape; null when it sent none). Returns the members to add
-  /// to the heartbeat response: "governance" {"accounts": [team...], "qos": [{"name":
-  /// "<class>-priority", "priority": weight}]} always, and "slurm_job_actions" [{"job",
-  /// "action"}] (in job id order) when a job's Slurm state differs from the engine's
-  /// decision: "release" (admitted, held), "requeuehold" (runs, not admitted), "hold" (not
-  /// admitted and unheld, or held without the "hyperfleet-held" mark: the user could release
-  /// it), "disown" (held with a mark, "hyperfleet-governed" or "hyperfleet-held", but its
-  /// account is no longer governed: released, every time it is reported so). Store errors
-  /// are logged and give an empty object (the agent keeps what it has).
-  nlohmann::json onHeartbeat(const std::string& cluster_id, const nlohmann::json* slurm_jobs);
+  /// its report (null when it sent none). Returns what to add to the heartbeat response:
+  /// the governance (accounts: the teams; qos: "<class>-priority" with the class's weight)
+  /// and the job actions (in job id order) for the jobs whose Slurm state differs from the
+  /// engine's decision: "release" (admitted, held), "requeuehold" (runs, not admitted),
+  /// "hold" (not admitted and unheld, or held without the "hyperfleet-held" mark: the user
+  /// could release it), "disown" (held with a mark, "hyperfleet-governed" or
+  /// "hyperfleet-held", but its account is no longer governed: released, every time it is
+  /// reported so). Store errors and configurations the engine refuses are logged and give
+  /// nullopt (the agent keeps what it has).
+  std::optional<agentapi::GovernanceAnswer> onHeartbeat(const std::string& cluster_id,
+                                                        const agentapi::SlurmJobsReport* slurm_jobs);
 
   /// Drops cluster `cluster_id`'s engine and jobs (the cluster was deleted).
   void forget(const std::string& cluster_id);
@@ -67,7 +70,7 @@ class GovernanceLoop {
   /// Derives st's partition map again when the store's nodes (read only when the cluster's
   /// revision moved) or the report's partitions changed. Errors: the store's.
   Status refreshPartitions(ClusterState& st, const std::string& cluster_id,
-                           const nlohmann::json& slurm_jobs);
+                           const agentapi::SlurmJobsReport& slurm_jobs);
 
   mutable std::mutex mu_;  ///< guards clusters_ only; each ClusterState has its own lock
   mutable std::map<std::string, std::shared_ptr<ClusterState>> clusters_;  ///< by cluster id

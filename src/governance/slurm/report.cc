@@ -8,46 +8,12 @@
 namespace hf::governance::slurm {
 namespace {
 
-using nlohmann::json;
-
 /// Whether `s` contains "held" in any case (JobHeldAdmin, "job requeued in held state").
 bool SaysHeld(std::string_view s) {
   constexpr std::string_view kHeld = "held";
   return std::search(s.begin(), s.end(), kHeld.begin(), kHeld.end(), [](char a, char b) {
            return absl::ascii_tolower(static_cast<unsigned char>(a)) == b;
          }) != s.end();
-}
-
-/// One job entry, its members read in one pass (the hot path: every governed job, every
-/// second); false when it has no unsigned id.
-bool ReadJob(const json& r, ReportedJob& j) {
-  bool has_id = false;
-  for (auto it = r.begin(); it != r.end(); ++it) {
-    const std::string& key = it.key();
-    const json& v = it.value();
-    if (v.is_string()) {
-      const std::string& s = v.get_ref<const std::string&>();
-      if (key == "account") j.account = s;
-      else if (key == "state") j.state = s;
-      else if (key == "reason") j.reason = s;
-      else if (key == "qos") j.qos = s;
-      else if (key == "partition") j.partition = s;
-      else if (key == "mark")
-        j.mark = s == "hyperfleet-held"       ? Mark::kHeld
-                 : s == "hyperfleet-governed" ? Mark::kGoverned
-                                              : Mark::kNone;
-    } else if (v.is_number()) {
-      if (key == "id") {
-        has_id = v.is_number_unsigned();
-        if (has_id) j.id = v.get<uint64_t>();
-      } else if (key == "nodes") {
-        j.nodes = v.get<double>();
-      } else if (key == "submit_time") {
-        j.submit_time = v.get<double>();
-      }
-    }
-  }
-  return has_id;
 }
 
 }  // namespace
@@ -75,32 +41,29 @@ std::string_view PhaseName(SlurmPhase p) {
   return "?";
 }
 
-std::optional<Report> ParseReport(const json& slurm_jobs) {
-  if (!slurm_jobs.is_object()) return std::nullopt;
-  auto jobs = slurm_jobs.find("jobs");
-  if (jobs == slurm_jobs.end() || !jobs->is_array()) return std::nullopt;
+Mark MarkOf(std::string_view comment) {
+  return comment == "hyperfleet-held"       ? Mark::kHeld
+         : comment == "hyperfleet-governed" ? Mark::kGoverned
+                                            : Mark::kNone;
+}
+
+Report ParseReport(const agentapi::SlurmJobsReport& slurm_jobs) {
   Report report;
-  report.jobs.reserve(jobs->size());
-  for (const auto& r : *jobs) {
-    if (!r.is_object()) continue;
-    ReportedJob j;
-    if (ReadJob(r, j)) report.jobs.push_back(j);
+  report.jobs.reserve(slurm_jobs.jobs.size());
+  for (const auto& r : slurm_jobs.jobs) {
+    report.jobs.push_back({r.id, r.account, r.state, r.reason, r.qos, r.partition,
+                           MarkOf(r.mark), static_cast<double>(r.nodes), r.submit_time});
   }
   return report;
 }
 
-std::vector<ReportedPartition> ParsePartitions(const json& slurm_jobs) {
+std::vector<ReportedPartition> ParsePartitions(const agentapi::SlurmJobsReport& slurm_jobs) {
   std::vector<ReportedPartition> out;
-  if (!slurm_jobs.is_object()) return out;
-  auto partitions = slurm_jobs.find("partitions");
-  if (partitions == slurm_jobs.end() || !partitions->is_object()) return out;
-  for (auto it = partitions->begin(); it != partitions->end(); ++it) {
-    if (!it.value().is_array()) continue;
+  out.reserve(slurm_jobs.partitions.size());
+  for (const auto& [name, hosts] : slurm_jobs.partitions) {
     ReportedPartition& p = out.emplace_back();
-    p.name = it.key();
-    for (const auto& h : it.value()) {
-      if (h.is_string()) p.hosts.push_back(h.get_ref<const std::string&>());
-    }
+    p.name = name;
+    p.hosts.assign(hosts.begin(), hosts.end());
   }
   return out;
 }

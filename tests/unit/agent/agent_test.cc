@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "unit/agent/fake_control_plane.h"
+#include "unit/agentapi/protocol_fixtures.h"
 
 namespace hf::agent {
 namespace {
@@ -119,35 +120,35 @@ class AgentTest : public ::testing::Test {
 };
 
 TEST(SlurmNodeView, ParsesSinfoKeepingReasonsExactlyAndOneLinePerNode) {
-  const json nodes = ParseSinfoNodes(
+  const auto nodes = ParseSinfoNodes(
       "ip-10-1-0-3|idle|Unknown|0/16/0/16|none\n"
       "ip-10-1-0-3|idle|Unknown|0/16/0/16|none\n"  // the same node in a second partition
       "ip-10-1-0-4|FAIL|2026-11-30T10:00:00|4/12/0/16|Action:Replace \n"
       "ip-10-1-0-5|down*|2026-11-30T10:00:01|0/0/16/16|Hyperfleet: a|b\n"
       "garbage\n");
-  ASSERT_EQ(nodes.size(), 3u) << nodes.dump();
-  EXPECT_EQ(nodes[0]["reason"], "");
-  EXPECT_EQ(nodes[0]["reason_time"], 0.0);
-  EXPECT_EQ(nodes[1]["state"], "fail");
-  EXPECT_EQ(nodes[1]["alloc_cpus"], 4);
-  EXPECT_EQ(nodes[1]["reason"], "Action:Replace ");  // not the exact request: not acted on
-  EXPECT_GT(nodes[1]["reason_time"].get<double>(), 0.0);
-  EXPECT_EQ(nodes[2]["reason"], "Hyperfleet: a|b");
+  ASSERT_EQ(nodes.size(), 3u) << json(nodes).dump();
+  EXPECT_EQ(nodes[0].reason, "");
+  EXPECT_EQ(nodes[0].reason_time, 0.0);
+  EXPECT_EQ(nodes[1].state, "fail");
+  EXPECT_EQ(nodes[1].alloc_cpus, 4);
+  EXPECT_EQ(nodes[1].reason, "Action:Replace ");  // not the exact request: not acted on
+  EXPECT_GT(nodes[1].reason_time, 0.0);
+  EXPECT_EQ(nodes[2].reason, "Hyperfleet: a|b");
 }
 
 TEST(SlurmNodeView, MarkCommandsApplyOnlyWhatIsStillNeeded) {
-  const json nodes = ParseSinfoNodes(
+  const auto nodes = ParseSinfoNodes(
       "ip-a|idle|Unknown|0/4/0/4|none\n"
       "ip-b|down|2026-11-30T10:00:00|0/0/4/4|Hyperfleet: replacing\n"
       "ip-c|down|2026-11-30T10:00:00|0/0/4/4|someone else's\n"
       "ip-d|fail|2026-11-30T10:00:00|0/0/4/4|Action:Replace\n");
-  const json marks = json::array({
-      {{"node", "ip-a"}, {"action", "down"}, {"reason", "Hyperfleet: it's dead"}},
-      {{"node", "ip-b"}, {"action", "resume"}, {"reason", "Hyperfleet: replacing"}},
-      {{"node", "ip-c"}, {"action", "resume"}, {"reason", "Hyperfleet: replacing"}},
-      {{"node", "ip-d"}, {"action", "down"}, {"reason", "Hyperfleet: x"}},
-      {{"node", "ip-zz"}, {"action", "down"}, {"reason", "Hyperfleet: unknown node"}},
-      {{"node", "ip-a; reboot"}, {"action", "down"}, {"reason", "Hyperfleet: bad name"}}});
+  const std::vector<agentapi::SlurmMark> marks = {
+      {"ip-a", "down", "Hyperfleet: it's dead"},
+      {"ip-b", "resume", "Hyperfleet: replacing"},
+      {"ip-c", "resume", "Hyperfleet: replacing"},
+      {"ip-d", "down", "Hyperfleet: x"},
+      {"ip-zz", "down", "Hyperfleet: unknown node"},
+      {"ip-a; reboot", "down", "Hyperfleet: bad name"}};
   EXPECT_EQ(SlurmMarkCommands(marks, nodes),
             "scontrol update nodename=ip-a state=down reason='Hyperfleet: it'\\''s dead'\n"
             "scontrol update nodename=ip-b state=resume\n");
@@ -543,7 +544,7 @@ TEST_F(AgentTest, HeartbeatsWriteNewFiles) {
 }
 
 // A register response without an interval: the agent heartbeats at the control plane's
-// default (kDefaultHeartbeatSeconds, 1 s), not at a slower pace of its own.
+// default (agentapi::kDefaultHeartbeatSeconds, 1 s), not at a slower pace of its own.
 TEST_F(AgentTest, WithoutAnIntervalItHeartbeatsAtTheControlPlanesDefault) {
   cp_.registration.erase("heartbeat_seconds");
   cp_.registration["lifecycle"]["run"] = false;
@@ -551,7 +552,7 @@ TEST_F(AgentTest, WithoutAnIntervalItHeartbeatsAtTheControlPlanesDefault) {
   options.once = false;
   StartAgent(options);
   EXPECT_TRUE(cp_.WaitFor([&] { return cp_.heartbeats >= 3; },
-                          std::chrono::seconds(4 * kDefaultHeartbeatSeconds + 2)));
+                          std::chrono::seconds(4 * agentapi::kDefaultHeartbeatSeconds + 2)));
   agent_->Stop();
   ASSERT_EQ(done_.wait_for(10s), std::future_status::ready);
 }
@@ -564,6 +565,75 @@ TEST_F(AgentTest, WrongTokenIsRetriedNotFatal) {
   agent_->Stop();
   ASSERT_EQ(done_.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(done_.get().code(), absl::StatusCode::kCancelled);
+}
+
+// What today's control plane reads of an agent's messages is what the version 0 agent sent
+// (fixtures/agent_messages_v0.json): this agent still sends every member of them, as a
+// worker (failing scripts) and as a Slurm controller (Slurm view, governed jobs).
+TEST_F(AgentTest, MessagesCarryEveryMemberOfTheVersionZeroAgents) {
+  cp_.bundle["on_create.sh"] = "#!/bin/sh\necho failing\nexit 3\n";
+  ASSERT_TRUE(RunAgent().ok());
+  std::error_code ec;
+  fs::remove_all(root_ + "/var/lib/hyperfleet-agent", ec);  // a new node, this time a controller
+  {
+    std::lock_guard<std::mutex> lock(cp_.mu());
+    cp_.bundle["on_create.sh"] = "#!/bin/sh\necho hello\n";
+    cp_.registration["heartbeat_seconds"] = 1;
+    cp_.registration["files"] = json::array(
+        {{{"path", "/opt/slurm/etc/slurm.conf"}, {"mode", 0644}, {"content", "NodeName=a\n"}}});
+    cp_.heartbeat_response = {{"governance", {{"accounts", {"team-a"}}, {"qos", json::array()}}}};
+  }
+  AgentOptions options = Options();
+  options.once = false;
+  options.reload_slurm = [](SlurmReload) { return true; };
+  options.run_slurm_commands = [](const std::string&) { return true; };
+  options.query_slurm_nodes = [] {
+    return std::optional<std::string>("ip-a|down*|2026-11-30T10:00:01|0/0/4/4|Hyperfleet: a\n");
+  };
+  options.query_slurm_jobs = [] {
+    return std::optional<std::string>(
+        "12\037team-a\037high-priority\037dev\0372\0372\037PENDING\0372026-11-30T10:00:00"
+        "\037JobHeldAdmin\037hyperfleet-governed\036\n"
+        "#partitions\nip-a|dev\n");
+  };
+  StartAgent(options);
+  auto controller_heartbeat = [&]() -> const json* {
+    for (const auto& b : cp_.heartbeat_bodies) {
+      if (b.contains("slurm_jobs") && !b["slurm_jobs"]["jobs"].empty() && b.contains("slurm_nodes") &&
+          b.contains("health")) {
+        return &b;
+      }
+    }
+    return nullptr;
+  };
+  ASSERT_TRUE(cp_.WaitFor([&] { return controller_heartbeat() != nullptr; }, 20s));
+  agent_->Stop();
+  ASSERT_EQ(done_.wait_for(10s), std::future_status::ready);
+
+  std::lock_guard<std::mutex> lock(cp_.mu());
+  const json& v0 = agentapi::fixtures::V0Messages();
+  auto first_report = [&](const std::string& state) {
+    for (const auto& r : cp_.reports) {
+      if (r["state"] == state) return r;
+    }
+    return json();
+  };
+  const std::vector<std::pair<std::string, json>> now = {
+      {"register", cp_.register_bodies.at(0)},
+      {"lifecycle_started", first_report("Started")},
+      {"lifecycle_failed", first_report("Failed")},
+      {"lifecycle_succeeded", first_report("Succeeded")},
+      {"logs", cp_.log_batches.at(0)},
+      {"heartbeat", cp_.heartbeat_bodies.at(0)},
+      {"heartbeat_slurm_controller", *controller_heartbeat()},
+  };
+  for (const auto& [name, message] : now) {
+    const auto have = agentapi::fixtures::KeyPaths(message);
+    for (const auto& path : agentapi::fixtures::KeyPaths(v0.at(name))) {
+      EXPECT_TRUE(have.count(path)) << name << " lacks " << path << ": " << message.dump();
+    }
+    EXPECT_EQ(message.value("version", 0), agentapi::kProtocolVersion) << name;
+  }
 }
 
 TEST(AgentEnvTest, ParsesEnvFile) {

@@ -112,6 +112,7 @@ http::HttpResponse FakeControlPlane::Handle(http::HttpRequest&& request) {
   const json body = json::parse(request.body, nullptr, false);
   if (request.method == "POST" && path == "/agent/v1/register") {
     if (!body.is_object() || !body.contains("boot_id")) return Json(400, {{"error", "no boot_id"}});
+    register_bodies.push_back(body);
     ++registrations;
     if (registrations <= wait_registrations) {
       json held = registration;
@@ -147,6 +148,7 @@ http::HttpResponse FakeControlPlane::Handle(http::HttpRequest&& request) {
     if (!body.is_object() || body.value("stream", "") != "LifecycleConfig") {
       return Json(400, {{"error", "bad stream"}});
     }
+    log_batches.push_back(body);
     for (const auto& e : body["events"]) log_events.push_back(e);
     return Json(200, json::object());
   }

@@ -46,6 +46,8 @@ class FakeControlPlane {
   int heartbeats = 0;
   std::vector<int64_t> heartbeat_revisions;  ///< files_revision of each heartbeat, in order
   std::vector<nlohmann::json> heartbeat_bodies;  ///< every heartbeat body, in order
+  std::vector<nlohmann::json> register_bodies;   ///< every register body, in order
+  std::vector<nlohmann::json> log_batches;       ///< every logs body, in order
   int forbidden = 0;
   std::string last_error;  ///< why Start() failed
 

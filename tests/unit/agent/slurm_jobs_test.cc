@@ -23,6 +23,17 @@ namespace {
 
 using nlohmann::json;
 
+// The control plane's messages as the agent decodes them (agentapi/protocol.h).
+agentapi::HeartbeatResponse Response(const json& j) {
+  return agentapi::Decode<agentapi::HeartbeatResponse>(j).value();
+}
+std::vector<agentapi::SlurmJobAction> Actions(const json& list) {
+  return Response(json{{"slurm_job_actions", list}}).slurm_job_actions;
+}
+agentapi::Governance GovernanceOf(const json& g) {
+  return Response(json{{"governance", g}}).governance.value();
+}
+
 // Polls `done` under `mu` until it holds (true) or `deadline` passes (false): the agent's
 // thread changes what `done` reads under the same mutex.
 bool WaitUnder(std::mutex& mu, std::chrono::steady_clock::time_point deadline,
@@ -62,7 +73,7 @@ TEST(ParseSlurmJobs, KeepsGovernedJobsAndPartitions) {
       "ip-10-1-0-2|workers\n"
       "ip-10-1-0-2|dev\n"
       "ip-10-1-0-3|dev\n";
-  const json out = ParseSlurmJobs(text, {"team-a", "team-b"});
+  const json out = json(ParseSlurmJobs(text, {"team-a", "team-b"}));
   ASSERT_EQ(out["jobs"].size(), 3u) << out.dump();
   const json& a = out["jobs"][0];
   EXPECT_EQ(a["id"], 12);
@@ -99,7 +110,7 @@ TEST(ParseSlurmJobs, AnAdminCommentCannotBreakTheReport) {
       Row({"43", "team-a", "", "dev", "1", "1", "PENDING", "2026-01-01T00:00:05", "JobHeldAdmin",
            "\n#partitions\nip-x|dev\n"}) +
       "#partitions\nip-10-1-0-2|dev\n";
-  const json out = ParseSlurmJobs(text, {"team-a"});
+  const json out = json(ParseSlurmJobs(text, {"team-a"}));
   std::vector<uint64_t> ids;
   for (const auto& j : out["jobs"]) ids.push_back(j["id"].get<uint64_t>());
   ASSERT_EQ(ids, (std::vector<uint64_t>{40, 41, 42, 43})) << out.dump();
@@ -129,7 +140,7 @@ TEST(ParseSlurmJobs, NodeRangesReportTheirMaximum) {
       "#partitions\n"
       "w1|workers\nw2|workers\nw3|workers\nw4|workers\nw5|workers\n"
       "w1|dev\nw2|dev\nw3|dev\nw4|dev\nw5|dev\nlogin1|dev\n";
-  const json out = ParseSlurmJobs(text, {"team-a"});
+  const json out = json(ParseSlurmJobs(text, {"team-a"}));
   std::vector<int> nodes;
   for (const auto& j : out["jobs"]) nodes.push_back(j["nodes"].get<int>());
   EXPECT_EQ(nodes, (std::vector<int>{4, 5, 6, 3, 3, 2})) << out.dump();
@@ -151,7 +162,7 @@ TEST(ParseSlurmJobs, ReportsMarkedHeldJobsOfAnyAccount) {
       row("24", "PENDING", "Priority", "hyperfleet-held") +
       row("25", "RUNNING", "None", "hyperfleet-held") +
       row("26", "PENDING", "JobHeldAdmin", "hyperfleet-released") + "#partitions\n";
-  const json out = ParseSlurmJobs(text, {"team-a"});
+  const json out = json(ParseSlurmJobs(text, {"team-a"}));
   std::vector<uint64_t> ids;
   for (const auto& j : out["jobs"]) ids.push_back(j["id"].get<uint64_t>());
   EXPECT_EQ(ids, (std::vector<uint64_t>{20, 21, 22})) << out.dump();
@@ -193,7 +204,7 @@ TEST(SlurmJobActionCommands, OneGuardedLinePerValidAction) {
     {"job": 13, "action": "requeuehold"}, {"job": 14, "action": "hold"},
     {"job": 17, "action": "disown"},
     {"job": "15; rm -rf /", "action": "release"}, {"job": 16, "action": "cancel"}])");
-  EXPECT_EQ(SlurmJobActionCommands(actions),
+  EXPECT_EQ(SlurmJobActionCommands(Actions(actions)),
             "{ scontrol release 12; } || echo 'scontrol release 12 failed'\n"
             "{ scontrol update JobId=13 AdminComment=hyperfleet-governed; scontrol requeuehold "
             "13; } || echo 'scontrol requeuehold 13 failed'\n"
@@ -201,7 +212,7 @@ TEST(SlurmJobActionCommands, OneGuardedLinePerValidAction) {
             "echo 'scontrol hold 14 failed'\n"
             "{ scontrol release 17 && scontrol update JobId=17 AdminComment=hyperfleet-released; "
             "} || echo 'scontrol disown 17 failed'\n");
-  EXPECT_EQ(SlurmJobActionCommands(json::object()), "");
+  EXPECT_EQ(SlurmJobActionCommands(Actions(json::object())), "");
 }
 
 TEST(MarkUngovernedHeldJobsCommands, MarksUnmarkedUserHoldsOfTheAccounts) {
@@ -252,13 +263,13 @@ TEST(MarkUngovernedHeldJobsCommands, RunsOnShell) {
 TEST(SacctmgrCommands, AccountsAndQosOnlyWithSlurmdbd) {
   const json g = json::parse(R"({"accounts": ["team-a", "Bad Name"],
     "qos": [{"name": "training-priority", "priority": 70}, {"name": "x;y", "priority": 1}]})");
-  const std::string s = SacctmgrCommands(g);
+  const std::string s = SacctmgrCommands(GovernanceOf(g));
   EXPECT_EQ(s.rfind("grep -qs 'accounting_storage/slurmdbd' /opt/slurm/etc/accounting.conf || exit 0\n", 0), 0u) << s;
   EXPECT_NE(s.find("sacctmgr -i add qos training-priority Priority=70 "), std::string::npos) << s;
   EXPECT_NE(s.find("sacctmgr -i add account team-a "), std::string::npos) << s;
   EXPECT_EQ(s.find("Bad"), std::string::npos) << s;
   EXPECT_EQ(s.find("x;y"), std::string::npos) << s;
-  EXPECT_EQ(SacctmgrCommands(json::parse(R"({"accounts": [], "qos": []})")), "");
+  EXPECT_EQ(SacctmgrCommands(GovernanceOf(json::parse(R"({"accounts": [], "qos": []})"))), "");
 }
 
 // A control plane of another version (or a broken proxy) may send members of other types:
@@ -266,14 +277,14 @@ TEST(SacctmgrCommands, AccountsAndQosOnlyWithSlurmdbd) {
 // ends the agent).
 TEST(SlurmJobActionCommands, MembersOfOtherTypesAreSkippedNotThrown) {
   std::string s;
-  ASSERT_NO_THROW(s = SlurmJobActionCommands(json::parse(
+  ASSERT_NO_THROW(s = SlurmJobActionCommands(Actions(json::parse(
                       R"([{"job": 12, "action": 5}, {"job": 13, "action": null},
-                          {"job": 14, "action": "release"}, 7, [1]])")));
+                          {"job": 14, "action": "release"}, 7, [1]])"))));
   EXPECT_EQ(s, "{ scontrol release 14; } || echo 'scontrol release 14 failed'\n");
-  ASSERT_NO_THROW(s = SacctmgrCommands(json::parse(
+  ASSERT_NO_THROW(s = SacctmgrCommands(GovernanceOf(json::parse(
                       R"({"qos": [{"name": 5, "priority": 1}, {"name": "a-priority",
                           "priority": "high"}, {"name": "b-priority", "priority": 1e30},
-                          {"name": "c-priority", "priority": 20}], "accounts": [3, "team-a"]})")));
+                          {"name": "c-priority", "priority": 20}], "accounts": [3, "team-a"]})"))));
   EXPECT_EQ(s.find("a-priority"), std::string::npos) << s;
   EXPECT_EQ(s.find("b-priority"), std::string::npos) << s;
   EXPECT_NE(s.find("sacctmgr -i add qos c-priority Priority=20 "), std::string::npos) << s;
@@ -303,12 +314,13 @@ TEST(SlurmJobs, WritesAccountsAppliesActionsAndReports) {
   SystemClock clock;
   {
     SlurmJobs jobs(o, clock);
-    jobs.onResponse(json::parse(R"({"governance": {"accounts": ["team-a"], "qos": []},
-                                    "slurm_job_actions": [{"job": 7, "action": "release"}]})"));
+    jobs.onResponse(Response(json::parse(R"({"governance": {"accounts": ["team-a"], "qos": []},
+                                    "slurm_job_actions": [{"job": 7, "action": "release"}]})")));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     std::optional<json> report;
     while (std::chrono::steady_clock::now() < deadline) {
-      report = jobs.report();
+      report.reset();
+      if (auto r = jobs.report()) report = json(*r);
       if (report && !(*report)["jobs"].empty()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -355,13 +367,13 @@ TEST(SlurmJobs, MarksTheHeldJobsOfAccountsThatLeft) {
     SlurmJobs jobs(o, clock);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     auto wait = [&](const std::function<bool()>& done) { return WaitUnder(mu, deadline, done); };
-    jobs.onResponse(json::parse(R"({"governance": {"accounts": ["team-a", "team-b"], "qos": []}})"));
+    jobs.onResponse(Response(json::parse(R"({"governance": {"accounts": ["team-a", "team-b"], "qos": []}})")));
     ASSERT_TRUE(wait([&] {
       std::ifstream in(root + std::string(kGovernedAccountsPath));
       std::string c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       return c == "team-a\nteam-b\n";
     }));
-    jobs.onResponse(json::parse(R"({"governance": {"accounts": ["team-b"], "qos": []}})"));
+    jobs.onResponse(Response(json::parse(R"({"governance": {"accounts": ["team-b"], "qos": []}})")));
     int after = 0;
     ASSERT_TRUE(wait([&] {
       if (sweeps.size() >= 2 && after == 0) after = queries;
@@ -466,7 +478,7 @@ TEST(SlurmJobs, ALaterResponseSupersedesOneNotAppliedYet) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     auto wait = [&](const std::function<bool()>& done) { return WaitUnder(mu, deadline, done); };
     const json governed = json::parse(R"({"governance": {"accounts": ["team-a"], "qos": []}})");
-    jobs.onResponse(governed);
+    jobs.onResponse(Response(governed));
     ASSERT_TRUE(wait([&] { return accounts_file() == "team-a\n"; }));
     {
       std::lock_guard l(mu);
@@ -474,9 +486,9 @@ TEST(SlurmJobs, ALaterResponseSupersedesOneNotAppliedYet) {
     }
     ASSERT_TRUE(wait([&] { return blocked; }));
     // Deleted (its held job 5 disowned), then created again (nothing to do).
-    jobs.onResponse(json::parse(R"({"governance": {"accounts": [], "qos": []},
-                                    "slurm_job_actions": [{"job": 5, "action": "disown"}]})"));
-    jobs.onResponse(governed);
+    jobs.onResponse(Response(json::parse(R"({"governance": {"accounts": [], "qos": []},
+                                    "slurm_job_actions": [{"job": 5, "action": "disown"}]})")));
+    jobs.onResponse(Response(governed));
     int after = 0;
     {
       std::lock_guard l(mu);

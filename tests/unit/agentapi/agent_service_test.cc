@@ -9,6 +9,7 @@
 
 #include "fakes/fake_clock.h"
 #include "hyperfleet/agentapi/agent_service.h"
+#include "unit/agentapi/protocol_fixtures.h"
 
 namespace hf::agentapi {
 namespace {
@@ -270,6 +271,74 @@ TEST_F(AgentServiceTest, WorkersWaitForTheControllerAndASlurmConfNamingThem) {
   EXPECT_TRUE(lifecycle_of(added.instance_id)["run"].get<bool>());
 }
 
+// An agent from before the typed protocol (its messages captured in fixtures/) is served as
+// before: registration, lifecycle reports and output, and the Slurm controller's heartbeat
+// with its health report, Slurm view and job report; the answers carry what it reads.
+TEST_F(AgentServiceTest, AVersionZeroAgentIsStillUnderstood) {
+  const json& v0 = fixtures::V0Messages();
+  const std::string cluster = "abcdefabcdef";
+  const std::string ctl = "i-00000000000000001", worker = "i-00000000000000002";
+  std::optional<SlurmJobsReport> jobs_seen;
+  service_->setSlurmJobsHandler(
+      [&](const std::string& id, const SlurmJobsReport* jobs)
+          -> std::optional<GovernanceAnswer> {
+        EXPECT_EQ(id, cluster);
+        if (jobs != nullptr) jobs_seen = *jobs;
+        return GovernanceAnswer{Governance{{"team-a"}, {{"high-priority", 100}}},
+                                              {{12, "release"}}};
+      });
+  auto post = [&](const std::string& path, const char* message, const std::string& id) {
+    auto r = call("POST", path, v0.at(message), id);
+    EXPECT_EQ(r.status, 200) << message << ": " << r.body;
+    return r.status == 200 ? json::parse(r.body) : json();
+  };
+  const json reg = post("/agent/v1/register", "register", ctl);
+  EXPECT_TRUE(reg["lifecycle"]["run"].get<bool>()) << reg;
+  EXPECT_TRUE(reg["files_revision"].is_number_integer());
+  EXPECT_EQ(reg["heartbeat_seconds"], 1);
+  post("/agent/v1/lifecycle", "lifecycle_started", ctl);
+  post("/agent/v1/logs", "logs", ctl);
+  post("/agent/v1/lifecycle", "lifecycle_succeeded", ctl);
+  EXPECT_EQ(store_->node(cluster, ctl)->lifecycle_state, ls::kSucceeded);
+  const std::string stream = "/aws/sagemaker/Clusters/demo/abcdefabcdef LifecycleConfig/ctl/" + ctl;
+  EXPECT_NE(std::find(logged_.begin(), logged_.end(), stream + " hello"), logged_.end());
+  EXPECT_NE(std::find(logged_.begin(), logged_.end(), stream + " world"), logged_.end());
+
+  service_->setSlurmMarks(cluster, {{"ip-10-1-0-4", "down", "Hyperfleet: test"}});
+  const json hb = post("/agent/v1/heartbeat", "heartbeat_slurm_controller", ctl);
+  // The members the version 0 agent reads from the answer.
+  EXPECT_TRUE(hb["files"].is_array());  // revision 5 is not this cluster's
+  EXPECT_TRUE(hb["files_revision"].is_number_integer());
+  EXPECT_TRUE(hb["time"].is_number());
+  EXPECT_EQ(hb["slurm_marks"], json::parse(R"([{"node": "ip-10-1-0-4", "action": "down",
+                                               "reason": "Hyperfleet: test"}])"));
+  EXPECT_EQ(hb["governance"], json::parse(R"({"accounts": ["team-a"],
+                                              "qos": [{"name": "high-priority", "priority": 100}]})"));
+  EXPECT_EQ(hb["slurm_job_actions"], json::parse(R"([{"job": 12, "action": "release"}])"));
+  // What the service kept of the heartbeat.
+  EXPECT_EQ(service_->lastHealth().at(ctl).verdict, "warning");
+  const auto view = service_->clusterHealth(cluster);
+  ASSERT_TRUE(view.slurm_nodes.has_value());
+  ASSERT_EQ(view.slurm_nodes->size(), 2u);
+  EXPECT_EQ((*view.slurm_nodes)[1].reason, "Hyperfleet: a|b");
+  EXPECT_GT((*view.slurm_nodes)[1].reason_time, SystemTime{});
+  EXPECT_EQ(view.nodes.at(ctl).health["verdict"], "warning");
+  ASSERT_TRUE(jobs_seen.has_value());
+  ASSERT_EQ(jobs_seen->jobs.size(), 2u);
+  EXPECT_EQ(jobs_seen->jobs[0].mark, "hyperfleet-governed");
+  EXPECT_EQ(jobs_seen->partitions.at("dev").size(), 2u);
+
+  // A worker's heartbeat and its failure.
+  post("/agent/v1/heartbeat", "heartbeat", worker);
+  EXPECT_EQ(service_->lastHealth().at(worker).findings.size(), 4u);
+  post("/agent/v1/lifecycle", "lifecycle_failed", worker);
+  const auto failed = store_->node(cluster, worker).value();
+  EXPECT_EQ(failed.lifecycle_state, ls::kFailed);
+  EXPECT_NE(failed.lifecycle_message.find("Lifecycle script on_create.sh exited with status 3"),
+            std::string::npos)
+      << failed.lifecycle_message;
+}
+
 TEST_F(AgentServiceTest, WrongSlurmRolesAreReportedInTheLifecycleLog) {
   write("s3/my-bucket/lcs/provisioning_parameters.json",
         R"({"controller_group": "ctl", "worker_groups": [{"instance_group_name": "ghost"}]})");
@@ -309,7 +378,7 @@ TEST_F(AgentServiceTest, HealthFaultsAndRecoveriesBecomeEventsOnce) {
                          "restarted");
   EXPECT_NE(seen[1].find("(hardware fault, replace)"), std::string::npos) << seen[1];
   EXPECT_EQ(seen[2], "Instance " + id + " passes its health checks again");
-  EXPECT_EQ(service_->lastHealth().at(id)["verdict"], "ok");
+  EXPECT_EQ(service_->lastHealth().at(id).verdict, "ok");
   // A malformed report is kept out, and changes nothing.
   ASSERT_EQ(call("POST", "/agent/v1/heartbeat", {{"health", "bad"}}, id).status, 200);
   EXPECT_EQ(events().size(), 3u);

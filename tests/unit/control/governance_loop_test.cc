@@ -6,6 +6,7 @@
 
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,6 +22,26 @@ namespace hf::control {
 namespace {
 
 using nlohmann::json;
+
+/// The loop's answer to a heartbeat whose "slurm_jobs" is `report` (null: none), as the
+/// members the agent service adds to the heartbeat response ({} when it adds none). The
+/// report is decoded as the agent service decodes it (agentapi/protocol.h).
+json OnHeartbeat(GovernanceLoop& loop, const std::string& cluster, const json* report) {
+  std::optional<agentapi::SlurmJobsReport> typed;
+  if (report != nullptr) {
+    if (auto decoded = agentapi::Decode<agentapi::SlurmJobsReport>(*report); decoded.ok()) {
+      typed = std::move(*decoded);
+    }
+  }
+  auto answer = loop.onHeartbeat(cluster, typed ? &*typed : nullptr);
+  if (!answer) return json::object();
+  agentapi::HeartbeatResponse response;
+  response.governance = answer->governance;
+  response.slurm_job_actions = answer->slurm_job_actions;
+  json out = response;
+  out.erase("version");
+  return out;
+}
 
 class GovernanceLoopTest : public ::testing::Test {
  protected:
@@ -161,7 +182,7 @@ class GovernanceLoopTest : public ::testing::Test {
   /// Returns {job: action}.
   std::map<uint64_t, std::string> Beat(bool lost = false) {
     const json report = Report();
-    return Apply(loop_->onHeartbeat("c1", &report), lost);
+    return Apply(OnHeartbeat(*loop_, "c1", &report), lost);
   }
 
   /// Carries out a heartbeat answer's actions as Beat does; returns {job: action}.
@@ -201,7 +222,7 @@ class GovernanceLoopTest : public ::testing::Test {
 };
 
 TEST_F(GovernanceLoopTest, GovernanceListsTeamsAndQos) {
-  json out = loop_->onHeartbeat("c1", nullptr);
+  json out = OnHeartbeat(*loop_, "c1", nullptr);
   EXPECT_EQ(out["governance"]["accounts"], json::array({"team-a", "team-b"}));
   json names = json::array();
   for (const auto& q : out["governance"]["qos"]) names.push_back(q["name"]);
@@ -407,7 +428,7 @@ TEST_F(GovernanceLoopTest, IncrementalActionsEqualAFullRecomputation) {
       }
     }
     const json report = Report();
-    const json out = loop_->onHeartbeat("c1", &report);
+    const json out = OnHeartbeat(*loop_, "c1", &report);
     std::map<uint64_t, std::string> want;
     for (const auto& [id, j] : slurm_) {
       auto why = loop_->why("c1", id);
@@ -448,7 +469,7 @@ TEST_F(GovernanceLoopTest, MalformedReportEntriesAreSkippedNotFatal) {
                             {"partition", "workers"}, {"nodes", 4294967297.0},
                             {"state", "PENDING"}, {"reason", "JobHeldAdmin"}});
   json out;
-  ASSERT_NO_THROW(out = loop_->onHeartbeat("c1", &report));
+  ASSERT_NO_THROW(out = OnHeartbeat(*loop_, "c1", &report));
   std::map<uint64_t, std::string> actions;
   for (const auto& a : out.value("slurm_job_actions", json::array())) {
     actions[a["job"].get<uint64_t>()] = a["action"];
@@ -457,7 +478,7 @@ TEST_F(GovernanceLoopTest, MalformedReportEntriesAreSkippedNotFatal) {
   EXPECT_NE(actions[9], "release") << out.dump();  // 2^32+1 nodes never fit
   json bad_partitions = Report();
   bad_partitions["partitions"] = json::array({"w1"});
-  ASSERT_NO_THROW(loop_->onHeartbeat("c1", &bad_partitions));
+  ASSERT_NO_THROW(OnHeartbeat(*loop_, "c1", &bad_partitions));
 }
 
 // A job's owner may change its node count, account or QOS while it is pending, also after
@@ -544,7 +565,7 @@ TEST_F(GovernanceLoopTest, TwoClustersHeartbeatConcurrentlyAsIfAlone) {
         if (!j.mark.empty()) list.back()["mark"] = j.mark;
       }
       const json report = {{"jobs", list}, {"partitions", {{"workers", {"w1", "w2", "w3", "w4"}}}}};
-      const json out = loop.onHeartbeat(cluster, &report);
+      const json out = OnHeartbeat(loop, cluster, &report);
       log.push_back(out.value("slurm_job_actions", json::array()).dump());
       for (const auto& a : out.value("slurm_job_actions", json::array())) {
         ApplyAction(jobs.at(a["job"].get<uint64_t>()), a["action"].get<std::string>());
@@ -610,7 +631,7 @@ TEST_F(GovernanceLoopTest, JobOfAPartitionWhoseNodesJoinLaterIsDecidedThen) {
   json report = Report();
   report["jobs"][0]["partition"] = "late";
   report["partitions"]["late"] = {"x1"};
-  json out = loop_->onHeartbeat("c1", &report);
+  json out = OnHeartbeat(*loop_, "c1", &report);
   EXPECT_EQ(out.value("slurm_job_actions", json::array()),
             json::parse(R"([{"job": 1, "action": "hold"}])"));
   auto why = loop_->why("c1", 1);
@@ -627,7 +648,7 @@ TEST_F(GovernanceLoopTest, JobOfAPartitionWhoseNodesJoinLaterIsDecidedThen) {
   n.hostname = "x1";
   b.nodes.push_back({n});
   ASSERT_TRUE(store_->commit(b).ok());
-  out = loop_->onHeartbeat("c1", &report);
+  out = OnHeartbeat(*loop_, "c1", &report);
   EXPECT_EQ(out.value("slurm_job_actions", json::array()),
             json::parse(R"([{"job": 1, "action": "release"}])"));
 }
@@ -686,12 +707,12 @@ TEST_F(GovernanceLoopTest, PartitionChangeWhileThePolicyIsRefusedIsNotLost) {
   json report = Report();
   report["jobs"][0]["partition"] = "late";
   report["partitions"]["late"] = {"x1"};
-  EXPECT_EQ(loop_->onHeartbeat("c1", &report).value("slurm_job_actions", json::array()),
+  EXPECT_EQ(OnHeartbeat(*loop_, "c1", &report).value("slurm_job_actions", json::array()),
             json::parse(R"([{"job": 1, "action": "hold"}])"));
   report["jobs"][0]["reason"] = "JobHeldAdmin";
   report["jobs"][0]["mark"] = "hyperfleet-held";
   set_classes(7);
-  EXPECT_EQ(loop_->onHeartbeat("c1", &report), json::object());
+  EXPECT_EQ(OnHeartbeat(*loop_, "c1", &report), json::object());
   store::WriteBatch b;
   model::Node n;
   n.cluster_id = "c1";
@@ -701,9 +722,9 @@ TEST_F(GovernanceLoopTest, PartitionChangeWhileThePolicyIsRefusedIsNotLost) {
   n.hostname = "x1";
   b.nodes.push_back({n});
   ASSERT_TRUE(store_->commit(b).ok());
-  EXPECT_EQ(loop_->onHeartbeat("c1", &report), json::object());
+  EXPECT_EQ(OnHeartbeat(*loop_, "c1", &report), json::object());
   set_classes(0);
-  EXPECT_EQ(loop_->onHeartbeat("c1", &report).value("slurm_job_actions", json::array()),
+  EXPECT_EQ(OnHeartbeat(*loop_, "c1", &report).value("slurm_job_actions", json::array()),
             json::parse(R"([{"job": 1, "action": "release"}])"));
 }
 

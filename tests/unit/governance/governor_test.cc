@@ -328,10 +328,15 @@ TEST(SlurmReportTest, PhaseOfSlurmStates) {
   }
 }
 
+// The agent's report as the agent service decodes it (agentapi/protocol.h), then typed for
+// the Governor: jobs without an unsigned id are left out, members of other types read as
+// missing, marks other than Hyperfleet's as none.
 TEST(SlurmReportTest, ParseReportSkipsWhatIsNotAJob) {
-  EXPECT_FALSE(ParseReport(json::object()).has_value());
-  EXPECT_FALSE(ParseReport(json{{"jobs", "x"}}).has_value());
-  EXPECT_FALSE(ParseReport(json::array()).has_value());
+  using agentapi::Decode;
+  using agentapi::SlurmJobsReport;
+  EXPECT_FALSE(Decode<SlurmJobsReport>(json::object()).ok());
+  EXPECT_FALSE(Decode<SlurmJobsReport>(json{{"jobs", "x"}}).ok());
+  EXPECT_FALSE(Decode<SlurmJobsReport>(json::array()).ok());
   json report = json::object();
   report["jobs"] = json::array(
       {{{"id", uint64_t{1}}, {"account", "team-a"}, {"qos", "training-priority"},
@@ -342,10 +347,11 @@ TEST(SlurmReportTest, ParseReportSkipsWhatIsNotAJob) {
        "garbage",
        {{"id", uint64_t{3}}, {"account", 5}, {"nodes", "2"}, {"mark", "checked by ops"}}});
   report["partitions"] = {{"workers", {"w1", 7, "w2"}}, {"odd", 5}};
-  auto r = ParseReport(report);
-  ASSERT_TRUE(r.has_value());
-  ASSERT_EQ(r->jobs.size(), 2u);
-  const ReportedJob& a = r->jobs[0];
+  auto decoded = Decode<SlurmJobsReport>(report);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const Report r = ParseReport(*decoded);
+  ASSERT_EQ(r.jobs.size(), 2u);
+  const ReportedJob& a = r.jobs[0];
   EXPECT_EQ(a.id, 1u);
   EXPECT_EQ(a.account, "team-a");
   EXPECT_EQ(a.qos, "training-priority");
@@ -355,12 +361,12 @@ TEST(SlurmReportTest, ParseReportSkipsWhatIsNotAJob) {
   EXPECT_EQ(a.nodes, 3.0);
   EXPECT_EQ(a.submit_time, 1767225600.5);
   EXPECT_EQ(a.mark, Mark::kHeld);
-  const ReportedJob& b = r->jobs[1];
+  const ReportedJob& b = r.jobs[1];
   EXPECT_EQ(b.id, 3u);
   EXPECT_EQ(b.account, "");
   EXPECT_EQ(b.nodes, 1.0);
   EXPECT_EQ(b.mark, Mark::kNone);
-  auto parts = ParsePartitions(report);
+  auto parts = ParsePartitions(*decoded);
   ASSERT_EQ(parts.size(), 1u);
   EXPECT_EQ(parts[0].name, "workers");
   EXPECT_EQ(parts[0].hosts, (std::vector<std::string_view>{"w1", "w2"}));

@@ -67,11 +67,15 @@ class JobsServiceTest : public ::testing::Test {
                                                       clock_);
     service_ = std::make_unique<JobsService>(*store_, *loop_);
     // The controller's agent reports job 7 of team-a, held at submission (job_submit.lua).
-    const json report = {
-        {"jobs", json::array({{{"id", uint64_t{7}}, {"account", "team-a"}, {"qos", ""},
-                               {"partition", "workers"}, {"nodes", 1}, {"state", "PENDING"},
-                               {"reason", "JobHeldUser"}, {"submit_time", 1767225600.0}}})},
-        {"partitions", {{"workers", {"w1"}}}}};
+    agentapi::SlurmJobsReport report;
+    agentapi::SlurmJob& job = report.jobs.emplace_back();
+    job.id = 7;
+    job.account = "team-a";
+    job.partition = "workers";
+    job.state = "PENDING";
+    job.reason = "JobHeldUser";
+    job.submit_time = 1767225600.0;
+    report.partitions["workers"] = {"w1"};
     loop_->onHeartbeat("c1", &report);
   }
 

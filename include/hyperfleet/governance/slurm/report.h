@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "hyperfleet/agentapi/protocol.h"
 
 namespace hf::governance::slurm {
 
@@ -34,9 +34,8 @@ enum class Mark : uint8_t {
   kHeld,      ///< ours, and an administrator's hold (set with priority 0 in one update)
 };
 
-/// One job of a report. The strings are views into what it was parsed from (ParseReport's
-/// JSON, or a test's literals) and "" when missing or of another type; numbers keep their
-/// default then.
+/// One job of a report. The strings are views into what it was read from (ParseReport's
+/// report, or a test's literals).
 struct ReportedJob {
   uint64_t id = 0;
   std::string_view account;
@@ -54,11 +53,14 @@ struct Report {
   std::vector<ReportedJob> jobs;
 };
 
-/// The jobs of `slurm_jobs` ({"jobs": [{"id", "account", "qos", "partition", "nodes",
-/// "state", "submit_time", "reason", "mark"}], ...}); entries that are not objects or have
-/// no unsigned number "id" are skipped. nullopt when `slurm_jobs` has no "jobs" array (the
-/// agent sent no report). The result views into `slurm_jobs`, which must outlive it.
-std::optional<Report> ParseReport(const nlohmann::json& slurm_jobs);
+/// The mark AdminComment `comment` stands for: kHeld for "hyperfleet-held", kGoverned for
+/// "hyperfleet-governed", kNone for anything else.
+Mark MarkOf(std::string_view comment);
+
+/// The jobs of the agent's report (the heartbeat's "slurm_jobs", agentapi/protocol.h, whose
+/// decoding leaves out entries without an unsigned "id" and reads members of other types as
+/// missing). The result views into `slurm_jobs`, which must outlive it.
+Report ParseReport(const agentapi::SlurmJobsReport& slurm_jobs);
 
 /// One partition of a report, with the Slurm names of its nodes.
 struct ReportedPartition {
@@ -66,9 +68,7 @@ struct ReportedPartition {
   std::vector<std::string_view> hosts;
 };
 
-/// The partitions of `slurm_jobs` ("partitions": {name: [node, ...]}): none when the member
-/// is missing or not an object; a partition whose value is not an array is left out, and
-/// hosts that are not strings. Views into `slurm_jobs`.
-std::vector<ReportedPartition> ParsePartitions(const nlohmann::json& slurm_jobs);
+/// The partitions of `slurm_jobs`, in name order. Views into `slurm_jobs`.
+std::vector<ReportedPartition> ParsePartitions(const agentapi::SlurmJobsReport& slurm_jobs);
 
 }  // namespace hf::governance::slurm
