@@ -3,17 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <functional>
-#include <optional>
-#include <set>
+#include <chrono>
+#include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "hyperfleet/agentapi/health_events.h"
+#include "hyperfleet/agentapi/lifecycle_gate.h"
 #include "hyperfleet/common/uri.h"
 #include "hyperfleet/model/instance_catalog.h"
-#include "hyperfleet/slurm/slurm_config.h"
 
 namespace hf::agentapi {
 namespace {
@@ -35,6 +33,17 @@ http::HttpResponse Error(int status, absl::string_view message, std::string reas
   return Json(status, ErrorBody{std::string(message), std::move(reason)});
 }
 
+http::HttpResponse Ok() { return Json(200, json::object()); }
+
+/// Decodes `body` as a Message and hands it to `handler`; 400 naming the member when it
+/// does not match.
+template <typename Message, typename Handler>
+http::HttpResponse WithMessage(std::string_view body, Handler&& handler) {
+  auto message = Parse<Message>(body);
+  if (!message.ok()) return Error(400, message.status().message());
+  return handler(*message);
+}
+
 /// The controller agent's Slurm view as the planner reads it.
 std::vector<model::SlurmNodeState> ToModel(const std::vector<SlurmNode>& nodes) {
   std::vector<model::SlurmNodeState> out;
@@ -48,15 +57,6 @@ std::vector<model::SlurmNodeState> ToModel(const std::vector<SlurmNode>& nodes) 
     if (e.reason_time > 0) n.reason_time = FromEpochSeconds(e.reason_time);
   }
   return out;
-}
-
-/// Decodes `body` as a Message and hands it to `handler`; 400 naming the member when it
-/// does not match.
-template <typename Message, typename Handler>
-http::HttpResponse WithMessage(std::string_view body, Handler&& handler) {
-  auto message = Parse<Message>(body);
-  if (!message.ok()) return Error(400, message.status().message());
-  return handler(*message);
 }
 
 /// HTTP status for a Status from the store or bundle source.
@@ -74,13 +74,6 @@ std::optional<std::string> QueryValue(std::string_view query, std::string_view n
   return std::nullopt;
 }
 
-/// "/tmp/<bucket>/<prefix>/", where HyperPod puts a node's lifecycle bundle.
-std::string BundleDirectory(const bundle::S3Location& loc) {
-  std::string dir = absl::StrCat("/tmp/", loc.bucket, "/", loc.prefix);
-  if (dir.back() != '/') dir.push_back('/');
-  return dir;
-}
-
 std::string LifecycleFailureMessage(const model::Cluster& c, const model::Node& n,
                                     const std::string& reason, const std::string& detail) {
   // HyperPod's wording, with what went wrong and where the output is.
@@ -93,6 +86,10 @@ std::string LifecycleFailureMessage(const model::Cluster& c, const model::Node& 
                       ") for lifecycle script execution details.");
 }
 
+int64_t NowMs(const Clock& clock) {
+  return static_cast<int64_t>(ToEpochSeconds(clock.now()) * 1000);
+}
+
 }  // namespace
 
 std::string ClusterLogGroup(const model::Cluster& cluster) {
@@ -103,72 +100,35 @@ std::string LifecycleLogStream(const model::Node& node) {
   return absl::StrCat("LifecycleConfig/", node.group, "/", node.instance_id);
 }
 
-json ResourceConfig(const model::Cluster& cluster, const std::vector<model::Node>& nodes) {
-  json groups = json::array();
-  for (const auto& g : cluster.groups) {
-    std::vector<const model::Node*> members;
-    for (const auto& n : nodes) {
-      if (n.group == g.name && n.status != is::kShuttingDown && !n.private_ip.empty()) {
-        members.push_back(&n);
-      }
-    }
-    std::sort(members.begin(), members.end(), [](const model::Node* a, const model::Node* b) {
-      if (a->launch_time != b->launch_time) return a->launch_time < b->launch_time;
-      return a->instance_id < b->instance_id;
-    });
-    json instances = json::array();
-    int index = 0;
-    for (const auto* n : members) {
-      instances.push_back({{"InstanceName", absl::StrCat(g.name, "-", ++index)},
-                           {"InstanceId", n->instance_id},
-                           {"AgentIpAddress", n->private_ip},
-                           {"CustomerIpAddress", n->private_ip},
-                           {"InstanceLabel", nullptr}});
-    }
-    groups.push_back({{"Name", g.name},
-                      {"InstanceType", g.instance_type},
-                      {"Instances", instances.empty() ? json(nullptr) : instances}});
-  }
-  return json{{"ClusterConfig", {{"ClusterArn", cluster.arn}, {"ClusterName", cluster.name}}},
-              {"ClusterType", "Slurm"},
-              {"InstanceGroups", groups}};
-}
-
 AgentService::AgentService(store::Store& store, bundle::BundleSource& bundles,
-                           const NodeTokens& tokens, LogSink logs,
+                           const NodeTokens& tokens, NodeStatusCache& cache, LogSink logs,
                            std::function<void(const std::string&)> on_change,
                            const Clock& clock, IdSource& ids, Options options)
-    : store_(store), bundles_(bundles), tokens_(tokens), logs_(std::move(logs)),
-      on_change_(std::move(on_change)), clock_(clock), ids_(ids), options_(options) {}
+    : store_(store), bundles_(bundles), tokens_(tokens), cache_(cache), logs_(std::move(logs)),
+      on_change_(std::move(on_change)), clock_(clock), ids_(ids), options_(options),
+      params_(bundles, clock) {}
 
-std::map<std::string, SystemTime> AgentService::lastSeen() const {
+void AgentService::setSlurmJobsHandler(SlurmJobsHandler handler) {
   std::lock_guard lock(mu_);
-  return last_seen_;
+  slurm_jobs_handler_ = std::move(handler);
 }
 
 void AgentService::touch(const std::string& instance_id) {
-  const SystemTime now = clock_.now();
-  std::lock_guard lock(mu_);
-  if (!cluster_of_.count(instance_id)) return;  // forgotten while its request ran
-  auto [it, fresh] = last_seen_.try_emplace(instance_id, now);
-  if (!fresh) {
-    // A late heartbeat is the first sign of a node in trouble (or of an overloaded host).
-    const Duration gap = now - it->second;
-    if (gap > std::chrono::seconds(3 * options_.heartbeat_seconds)) {
-      spdlog::warn("node {}: heartbeat after {:.1f} s of silence", instance_id,
-                   std::chrono::duration<double>(gap).count());
-    }
-    it->second = now;
+  const auto gap = cache_.touch(instance_id);
+  // A late heartbeat is the first sign of a node in trouble (or of an overloaded host).
+  if (gap && *gap > std::chrono::seconds(3 * options_.heartbeat_seconds)) {
+    spdlog::warn("node {}: heartbeat after {:.1f} s of silence", instance_id,
+                 std::chrono::duration<double>(*gap).count());
   }
 }
 
 StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpRequest& request) {
   auto auth = request.header("Authorization");
-  constexpr std::string_view kScheme = "HyperfleetNode ";
-  if (!auth || auth->substr(0, kScheme.size()) != kScheme) {
+  const std::string_view scheme = kAuthorizationScheme;
+  if (!auth || auth->substr(0, scheme.size()) != scheme) {
     return absl::PermissionDeniedError("missing Authorization: HyperfleetNode <instance-id>:<token>");
   }
-  std::string_view cred = auth->substr(kScheme.size());
+  std::string_view cred = auth->substr(scheme.size());
   auto colon = cred.find(':');
   if (colon == std::string_view::npos) {
     return absl::PermissionDeniedError("malformed node credentials");
@@ -177,18 +137,12 @@ StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpReques
   if (!tokens_.verify(instance_id, cred.substr(colon + 1))) {
     return absl::PermissionDeniedError("wrong token for instance " + instance_id);
   }
-  std::string cluster_id;
-  {
-    std::lock_guard lock(mu_);
-    auto it = cluster_of_.find(instance_id);
-    if (it != cluster_of_.end()) cluster_id = it->second;
-  }
+  std::string cluster_id = cache_.clusterOf(instance_id).value_or("");
   if (cluster_id.empty()) {
     // Only callers with a valid token get here, so this scan cannot be driven by strangers.
     HF_ASSIGN_OR_RETURN(auto clusters, store_.allClusters());
     for (const auto& c : clusters) {
-      auto node = store_.node(c.id, instance_id);
-      if (node.ok()) {
+      if (store_.node(c.id, instance_id).ok()) {
         cluster_id = c.id;
         break;
       }
@@ -196,16 +150,14 @@ StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpReques
     if (cluster_id.empty()) {
       return absl::PermissionDeniedError("instance " + instance_id + " is not part of a cluster");
     }
-    std::lock_guard lock(mu_);
-    cluster_of_[instance_id] = cluster_id;
+    cache_.track(instance_id, cluster_id);
   }
   Caller caller;
   auto cluster = store_.clusterById(cluster_id);
   auto node = cluster.ok() ? store_.node(cluster_id, instance_id) : cluster.status();
   if (!node.ok()) {
     if (absl::IsNotFound(node.status())) {
-      std::lock_guard lock(mu_);
-      cluster_of_.erase(instance_id);
+      cache_.untrack(instance_id);
       return absl::PermissionDeniedError("instance " + instance_id + " no longer exists");
     }
     return node.status();
@@ -230,17 +182,18 @@ http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
     }
     if (request.method != "POST") return Error(405, "method not allowed");
     const std::string_view body = request.body;
+    const Caller& c = *caller;
     if (path == kRegisterPath) {
-      return WithMessage<RegisterRequest>(body, [&](const auto& m) { return registerNode(*caller, m); });
+      return WithMessage<RegisterRequest>(body, [&](const auto& m) { return registerNode(c, m); });
     }
     if (path == kHeartbeatPath) {
-      return WithMessage<HeartbeatRequest>(body, [&](const auto& m) { return heartbeat(*caller, m); });
+      return WithMessage<HeartbeatRequest>(body, [&](const auto& m) { return heartbeat(c, m); });
     }
     if (path == kLogsPath) {
-      return WithMessage<LogBatch>(body, [&](const auto& m) { return appendLogs(*caller, m); });
+      return WithMessage<LogBatch>(body, [&](const auto& m) { return appendLogs(c, m); });
     }
     if (path == kLifecyclePath) {
-      return WithMessage<LifecycleReport>(body, [&](const auto& m) { return lifecycle(*caller, m); });
+      return WithMessage<LifecycleReport>(body, [&](const auto& m) { return lifecycle(c, m); });
     }
     return Error(404, "no such agent resource: POST " + path);
   } catch (const std::exception& e) {
@@ -249,125 +202,18 @@ http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
   }
 }
 
-StatusOr<AgentService::NodeFiles> AgentService::nodeFiles(const Caller& caller) {
-  NodeFiles out;
+StatusOr<AgentService::Files> AgentService::nodeFiles(const Caller& caller) {
+  Files out;
   HF_ASSIGN_OR_RETURN(out.nodes, store_.nodes(caller.cluster.id));
-  const auto& nodes = out.nodes;
-  std::vector<NodeFile>& files = out.files;
-  auto add = [&](const std::string& path, const json& content) {
-    files.push_back({path, 0600, content.dump(2) + "\n"});
-  };
-  add("/opt/ml/config/resource_config.json", ResourceConfig(caller.cluster, nodes));
-  const json& lcc = caller.node.lifecycle;
-  if (lcc.is_object()) {
-    json life{{"S3Uri", lcc.value("SourceS3Uri", "")}, {"OnCreate", lcc.value("OnCreate", "")}};
-    if (lcc.contains("OnInitComplete")) life["OnInitComplete"] = lcc["OnInitComplete"];
-    add("/opt/ml/config/life_cycle_config.json", life);
-    // provisioning_parameters.json travels with the scripts; HyperPod also puts a copy here.
-    auto params = provisioningParameters(lcc.value("SourceS3Uri", ""));
-    if (params) add("/opt/ml/config/provisioning_parameters.json", *params);
-    // On the controller, slurm.conf as HyperPod's cluster agent writes it before the
-    // lifecycle scripts run (they wait for it); refreshed as the cluster changes.
-    auto roles = slurm::SlurmRolesOf(caller.cluster, params.value_or(json()));
-    if (roles.ok()) {
-      out.controller_group = roles->controller_group;
-      std::lock_guard lock(mu_);
-      controller_group_[caller.cluster.id] = roles->controller_group;
-    }
-    if (!roles.ok() && params && params->is_object() &&
-        (params->contains("controller_group") || params->contains("worker_groups") ||
-         params->contains("login_group"))) {
-      out.roles_error = std::string(roles.status().message());
-    }
-    if (roles.ok() && roles->controller_group == caller.node.group) {
-      auto conf = slurm::RenderSlurmConf(caller.cluster, nodes, *roles,
-                                         model::InstanceCatalog::Embedded());
-      if (!conf.ok()) {
-        spdlog::debug("no slurm.conf for cluster {} yet: {}", caller.cluster.name,
-                      std::string(conf.status().message()));
-      }
-      if (conf.ok()) {
-        files.push_back({"/opt/slurm/etc/slurm.conf", 0644, *conf});
-        out.slurm_conf = std::move(*conf);
-        auto gres = slurm::RenderGresConf(caller.cluster, nodes, *roles,
-                                          model::InstanceCatalog::Embedded());
-        if (gres.ok()) {
-          files.push_back({"/opt/slurm/etc/gres.conf", 0644, *gres});
-        }
-        // slurm.conf names it (JobSubmitPlugins=lua): task governance holds jobs with it.
-        files.push_back({"/opt/slurm/etc/job_submit.lua", 0644, slurm::RenderJobSubmitLua()});
-      }
-    }
+  std::optional<json> params;
+  if (caller.node.lifecycle.is_object()) {
+    params = params_.get(caller.node.lifecycle.value("SourceS3Uri", ""));
   }
-  // gres.conf names NVIDIA's device files: slurmd's drop-in makes stand-ins where there are
-  // none (a local node), or a GPU instance type registers INVALID_REG.
-  if (const auto* spec = model::InstanceCatalog::Embedded().find(caller.node.instance_type);
-      spec != nullptr && spec->accelerator_kind == model::AcceleratorKind::kNvidiaGpu &&
-      spec->accelerator_count > 0) {
-    files.push_back({std::string(slurm::kEmulatedGpusDropInPath), 0644,
-                     slurm::RenderEmulatedGpusDropIn(spec->accelerator_count)});
+  static_cast<NodeFiles&>(out) = BuildNodeFiles(caller.cluster, caller.node, out.nodes, params);
+  if (!out.controller_group.empty()) {
+    cache_.setControllerGroup(caller.cluster.id, out.controller_group);
   }
-  add("/opt/ml/config/host_agent.json",
-      json{{"ClusterArn", caller.cluster.arn}, {"InstanceId", caller.node.instance_id},
-           {"InstanceGroupName", caller.node.group}});
-  // 53 bits: an integer every JSON reader (and the agent's int64) keeps exactly. The hash of
-  // the files' JSON, as before the typed protocol, so that a restart of an upgraded control
-  // plane does not send every node its files again.
-  out.revision =
-      std::hash<std::string>{}(json(files).dump()) & ((uint64_t{1} << 53) - 1);
   return out;
-}
-
-std::optional<std::string> AgentService::lifecycleWait(const Caller& caller,
-                                                       const NodeFiles& files) {
-  if (files.controller_group.empty() || caller.node.group == files.controller_group) {
-    return std::nullopt;
-  }
-  bool controller_ready = false;
-  bool named = false;
-  for (const auto& n : files.nodes) {
-    if (n.group != files.controller_group || n.status == is::kFailure ||
-        n.status == is::kShuttingDown || n.lifecycle_state != ls::kSucceeded) {
-      continue;
-    }
-    controller_ready = true;
-    std::lock_guard lock(mu_);
-    auto it = applied_slurm_conf_.find(n.instance_id);
-    if (it != applied_slurm_conf_.end() && !caller.node.hostname.empty() &&
-        absl::StrContains(it->second, "NodeName=" + caller.node.hostname + " ")) {
-      named = true;
-    }
-  }
-  if (!controller_ready) {
-    return "the lifecycle scripts of the controller group " + files.controller_group +
-           " have not succeeded yet (Slurm's controller starts first)";
-  }
-  if (!named) return "the Slurm controller has not loaded a slurm.conf naming this node yet";
-  return std::nullopt;
-}
-
-std::optional<json> AgentService::provisioningParameters(const std::string& source_uri) {
-  const SystemTime now = clock_.now();
-  {
-    std::lock_guard lock(mu_);
-    auto it = params_cache_.find(source_uri);
-    if (it != params_cache_.end() && now - it->second.first < kParamsCacheTtl) {
-      return it->second.second;
-    }
-  }
-  // Read at most once per TTL per bundle: heartbeats of every node ask for it.
-  std::optional<json> value;
-  auto loc = bundle::ParseS3Uri(source_uri);
-  if (loc.ok()) {
-    auto text = bundles_.read(*loc, "provisioning_parameters.json");
-    if (text.ok() && text->size() <= kMaxParamsBytes) {
-      json parsed = json::parse(*text, nullptr, false);
-      if (!parsed.is_discarded()) value = std::move(parsed);
-    }
-  }
-  std::lock_guard lock(mu_);
-  params_cache_[source_uri] = {now, value};
-  return value;
 }
 
 http::HttpResponse AgentService::registerNode(const Caller& caller, const RegisterRequest&) {
@@ -376,50 +222,29 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const Regist
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   if (files->slurm_conf) {
     // The agent writes these files before anything else (its lifecycle scripts included).
-    std::lock_guard lock(mu_);
-    applied_slurm_conf_[caller.node.instance_id] = *files->slurm_conf;
+    if (Status s = recordApplied(caller, *files->slurm_conf); !s.ok()) {
+      return Error(HttpStatusOf(s), s.message());
+    }
   }
-  const json& lcc = caller.node.lifecycle;
-  RegisterResponse out;
-  LifecycleSpec& lifecycle = out.lifecycle;
-  const bool done = caller.node.lifecycle_state == ls::kSucceeded ||
-                    caller.node.lifecycle_state == ls::kFailed;
   if (!files->roles_error.empty() && caller.node.lifecycle_state.empty()) {
     // The bundle says Slurm but its roles are wrong: the control plane writes no slurm.conf
     // and orders nothing. Say so where the user looks (the node's lifecycle log).
     spdlog::warn("cluster {}: provisioning_parameters.json: {}", caller.cluster.name,
                  files->roles_error);
-    log(caller, {{static_cast<int64_t>(ToEpochSeconds(clock_.now()) * 1000),
+    log(caller, {{NowMs(clock_),
                   "[SageMaker] provisioning_parameters.json gives no Slurm roles, so no "
                   "slurm.conf is written and no node waits for the controller: " +
                       files->roles_error}});
   }
-  std::optional<std::string> wait;
-  // A failed cluster's nodes wait for nothing (its controller will not come).
-  const bool failed_cluster = caller.cluster.status == model::cluster_status::kFailed;
-  if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown &&
-      caller.node.lifecycle_state != ls::kStarted && !failed_cluster) {
-    wait = lifecycleWait(caller, *files);
-  }
-  if (wait) {
-    lifecycle.wait = true;
-    lifecycle.wait_reason = *wait;
-    lifecycle.retry_ms = options_.lifecycle_wait_retry_ms;
+  RegisterResponse out;
+  out.lifecycle =
+      LifecyclePlan(caller.cluster, caller.node, files->nodes, files->controller_group,
+                    options_.lifecycle_timeout_seconds, options_.lifecycle_wait_retry_ms);
+  if (out.lifecycle.wait) {
     // Registered and held back: not an agent that never starts (see the agent-start timeout).
-    if (Status s = markWaiting(caller, *wait); !s.ok()) {
+    if (Status s = markWaiting(caller, out.lifecycle.wait_reason); !s.ok()) {
       return Error(HttpStatusOf(s), s.message());
     }
-  } else if (lcc.is_object() && !done && caller.node.status != is::kShuttingDown &&
-             !failed_cluster) {
-    // An unusable SourceS3Uri still runs: the bundle listing then fails with the reason,
-    // which the agent reports as the node's failure.
-    auto loc = bundle::ParseS3Uri(lcc.value("SourceS3Uri", ""));
-    lifecycle.run = true;
-    lifecycle.source_s3_uri = lcc.value("SourceS3Uri", "");
-    lifecycle.on_create = lcc.value("OnCreate", "");
-    lifecycle.on_init_complete = lcc.value("OnInitComplete", "");
-    lifecycle.directory = loc.ok() ? BundleDirectory(*loc) : "/tmp/lifecycle-scripts/";
-    lifecycle.timeout_seconds = options_.lifecycle_timeout_seconds;
   }
   // A node held back registers every second: log its first registration only.
   spdlog::log(caller.node.lifecycle_state == ls::kWaiting ? spdlog::level::debug
@@ -432,7 +257,7 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const Regist
   out.instance_id = caller.node.instance_id;
   out.instance_type = caller.node.instance_type;
   out.heartbeat_seconds = options_.heartbeat_seconds;
-  out.files_revision = static_cast<int64_t>(files->revision);
+  out.files_revision = files->revision;
   out.files = std::move(files->files);
   // The GPUs the instance type has, for the agent's GPU count check (a node with fewer is
   // rebooted, as HyperPod does).
@@ -443,174 +268,49 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const Regist
   return Json(200, out);
 }
 
-Status AgentService::markWaiting(const Caller& caller, const std::string& reason) {
+StatusOr<bool> AgentService::updateNode(
+    const Caller& caller,
+    const std::function<bool(model::Node&, std::vector<model::EventText>&)>& change) {
   for (int attempt = 0; attempt < 8; ++attempt) {
-    auto node = store_.node(caller.cluster.id, caller.node.instance_id);
-    if (!node.ok()) return node.status();
-    if (!node->lifecycle_state.empty()) return absl::OkStatus();
-    model::Node updated = *node;
-    updated.lifecycle_state = ls::kWaiting;
+    HF_ASSIGN_OR_RETURN(model::Node node, store_.node(caller.cluster.id, caller.node.instance_id));
+    const int64_t revision = node.revision;
+    std::vector<model::EventText> events;
+    if (!change(node, events)) return false;
     store::WriteBatch batch;
-    batch.nodes.push_back({updated, node->revision, false});
+    batch.nodes.push_back({node, revision, false});
+    for (auto& e : events) {
+      batch.events.push_back(
+          model::MakeEvent(ids_.eventId(), caller.cluster.id, clock_.now(), std::move(e)));
+    }
     auto committed = store_.commit(batch);
-    if (committed.ok()) {
-      log(caller, {{static_cast<int64_t>(ToEpochSeconds(clock_.now()) * 1000),
-                    "[SageMaker] Waiting to run the lifecycle scripts: " + reason}});
-    }
-    if (committed.ok() || !absl::IsFailedPrecondition(committed.status())) {
-      return committed.status();
-    }
+    if (committed.ok()) return true;
+    if (!absl::IsFailedPrecondition(committed.status())) return committed.status();
   }
   return absl::UnavailableError("the node record kept changing; retry");
 }
 
-std::map<std::string, HealthReport> AgentService::lastHealth() const {
-  std::lock_guard lock(mu_);
-  return health_;
+Status AgentService::markWaiting(const Caller& caller, const std::string& reason) {
+  auto wrote = updateNode(caller, [](model::Node& n, std::vector<model::EventText>&) {
+    if (!n.lifecycle_state.empty()) return false;
+    n.lifecycle_state = ls::kWaiting;
+    return true;
+  });
+  if (!wrote.ok()) return wrote.status();
+  if (*wrote) {
+    log(caller, {{NowMs(clock_), "[SageMaker] Waiting to run the lifecycle scripts: " + reason}});
+  }
+  return absl::OkStatus();
 }
 
-model::ClusterHealthView AgentService::clusterHealth(const std::string& cluster_id) const {
-  model::ClusterHealthView view;
-  const SystemTime now = clock_.now();
-  std::lock_guard lock(mu_);
-  for (const auto& [instance, cluster] : cluster_of_) {
-    if (cluster != cluster_id) continue;
-    model::NodeLiveness& l = view.nodes[instance];
-    if (auto it = last_seen_.find(instance); it != last_seen_.end()) l.last_heard = it->second;
-    if (auto it = health_.find(instance); it != health_.end()) l.health = json(it->second);
-  }
-  const Duration fresh =
-      std::max<Duration>(std::chrono::seconds(3 * options_.heartbeat_seconds), std::chrono::seconds(5));
-  if (auto it = slurm_view_.find(cluster_id);
-      it != slurm_view_.end() && now - it->second.first <= fresh) {
-    view.slurm_nodes = it->second.second;
-  }
-  if (auto it = controller_group_.find(cluster_id); it != controller_group_.end()) {
-    view.controller_group = it->second;
-  }
-  return view;
-}
-
-void AgentService::setSlurmJobsHandler(SlurmJobsHandler handler) {
-  std::lock_guard lock(mu_);
-  slurm_jobs_handler_ = std::move(handler);
-}
-
-void AgentService::setSlurmMarks(const std::string& cluster_id,
-                                 std::vector<model::SlurmMark> marks) {
-  std::lock_guard lock(mu_);
-  if (marks.empty()) {
-    slurm_marks_.erase(cluster_id);
-  } else {
-    slurm_marks_[cluster_id] = std::move(marks);
-  }
-}
-
-void AgentService::forget(const std::string& cluster_id,
-                          const std::vector<std::string>& instance_ids, bool cluster_gone) {
-  std::lock_guard lock(mu_);
-  auto drop = [this](const std::string& id) {
-    last_seen_.erase(id);
-    health_.erase(id);
-    applied_slurm_conf_.erase(id);
-    cluster_of_.erase(id);
-  };
-  for (const auto& id : instance_ids) drop(id);
-  if (!cluster_gone) return;
-  std::vector<std::string> members;
-  for (const auto& [instance, cluster] : cluster_of_) {
-    if (cluster == cluster_id) members.push_back(instance);
-  }
-  for (const auto& id : members) drop(id);
-  slurm_view_.erase(cluster_id);
-  slurm_marks_.erase(cluster_id);
-  controller_group_.erase(cluster_id);
-}
-
-std::pair<size_t, size_t> AgentService::trackedForTest() const {
-  std::lock_guard lock(mu_);
-  std::set<std::string> instances, clusters;
-  for (const auto& [k, v] : last_seen_) instances.insert(k);
-  for (const auto& [k, v] : health_) instances.insert(k);
-  for (const auto& [k, v] : applied_slurm_conf_) instances.insert(k);
-  for (const auto& [k, v] : cluster_of_) instances.insert(k);
-  for (const auto& [k, v] : slurm_view_) clusters.insert(k);
-  for (const auto& [k, v] : slurm_marks_) clusters.insert(k);
-  for (const auto& [k, v] : controller_group_) clusters.insert(k);
-  return {instances.size(), clusters.size()};
-}
-
-namespace {
-bool IsFault(const std::string& verdict) {
-  return verdict == "soft_fault" || verdict == "hard_fault";
-}
-}  // namespace
-
-void AgentService::recordHealth(const Caller& caller, const HealthReport& health) {
-  const std::string& verdict = health.verdict;
-  std::string before;
-  HealthReport before_report;
-  {
-    std::lock_guard lock(mu_);
-    if (!cluster_of_.count(caller.node.instance_id)) return;  // forgotten meanwhile
-    auto it = health_.find(caller.node.instance_id);
-    if (it != health_.end()) {
-      before = it->second.verdict;
-      before_report = it->second;
-    }
-    health_[caller.node.instance_id] = health;
-  }
-  // Each service the agent restarted (a killed slurmd) is an event, once per restart.
-  auto restarts = [](const HealthReport& report) {
-    std::set<std::string> out;
-    for (const auto& f : report.findings) {
-      if (absl::StrContains(f.message, "restarted by the agent")) out.insert(f.message);
-    }
-    return out;
-  };
-  const std::set<std::string> seen = restarts(before_report);
-  store::WriteBatch restart_events;
-  for (const auto& message : restarts(health)) {
-    if (seen.count(message)) continue;
-    restart_events.events.push_back(model::MakeEvent(
-        ids_.eventId(), caller.cluster.id, clock_.now(),
-        {"Instance", "Warn", absl::StrCat("Instance ", caller.node.instance_id, ": ", message),
-         caller.node.group, caller.node.instance_id,
-         json{{"Instance", {{"NodeLogicalId", caller.node.logical_id}}}}}));
-  }
-  if (!restart_events.empty()) {
-    if (auto s = store_.commit(restart_events); !s.ok()) {
-      spdlog::warn("health event for {}: {}", caller.node.instance_id,
-                   std::string(s.status().message()));
-    }
-  }
-  if (IsFault(verdict) == IsFault(before) && (verdict == before || !IsFault(verdict))) return;
-  // What failed, in the agent's words.
-  std::vector<std::string> failing;
-  for (const auto& f : health.findings) {
-    if (IsFault(f.severity)) failing.push_back((f.check.empty() ? "?" : f.check) + ": " + f.message);
-  }
-  std::string description;
-  if (IsFault(verdict)) {
-    description = absl::StrCat("Instance ", caller.node.instance_id, " failed its health checks (",
-                               verdict == "hard_fault" ? "hardware fault, replace"
-                                                       : "soft fault, reboot",
-                               "): ", absl::StrJoin(failing, "; "));
-  } else {
-    description = absl::StrCat("Instance ", caller.node.instance_id,
-                               " passes its health checks again");
-  }
-  store::WriteBatch batch;
-  batch.events.push_back(model::MakeEvent(
-      ids_.eventId(), caller.cluster.id, clock_.now(),
-      {"Instance", IsFault(verdict) ? "Error" : "Info", description, caller.node.group,
-       caller.node.instance_id,
-       json{{"Instance", {{"NodeLogicalId", caller.node.logical_id}}}}}));
-  if (auto s = store_.commit(batch); !s.ok()) {
-    spdlog::warn("health event for {}: {}", caller.node.instance_id,
-                 std::string(s.status().message()));
-  }
-  spdlog::log(IsFault(verdict) ? spdlog::level::warn : spdlog::level::info, "{}", description);
+Status AgentService::recordApplied(const Caller& caller, const std::string& slurm_conf) {
+  std::vector<std::string> names = SlurmConfNodeNames(slurm_conf);
+  if (caller.node.slurm_conf_nodes == names) return absl::OkStatus();  // the common case
+  auto wrote = updateNode(caller, [&](model::Node& n, std::vector<model::EventText>&) {
+    if (n.slurm_conf_nodes == names) return false;
+    n.slurm_conf_nodes = names;
+    return true;
+  });
+  return wrote.status();
 }
 
 http::HttpResponse AgentService::heartbeat(const Caller& caller, const HeartbeatRequest& body) {
@@ -621,42 +321,63 @@ http::HttpResponse AgentService::heartbeat(const Caller& caller, const Heartbeat
   const bool controller =
       !files->controller_group.empty() && files->controller_group == caller.node.group;
   if (controller && body.slurm_nodes) {
-    std::lock_guard lock(mu_);
-    slurm_view_[caller.cluster.id] = {clock_.now(), ToModel(*body.slurm_nodes)};
+    cache_.setSlurmView(caller.cluster.id, ToModel(*body.slurm_nodes));
   }
   HeartbeatResponse out;
-  out.files_revision = static_cast<int64_t>(files->revision);
+  out.files_revision = files->revision;
   // The agent compares its clock with ours (health check "clock").
   out.time = ToEpochSeconds(clock_.now());
   if (controller) {
-    std::lock_guard lock(mu_);
-    auto it = slurm_marks_.find(caller.cluster.id);
-    if (it != slurm_marks_.end()) {
-      for (const auto& m : it->second) out.slurm_marks.push_back({m.node, m.action, m.reason});
+    for (const auto& m : cache_.slurmMarks(caller.cluster.id)) {
+      out.slurm_marks.push_back({m.node, m.action, m.reason});
     }
-  }
-  // Task governance: the controller's job report in, job actions and governed accounts out.
-  if (controller) {
-    SlurmJobsHandler jobs;
-    {
-      std::lock_guard lock(mu_);
-      jobs = slurm_jobs_handler_;
-    }
-    if (jobs) {
-      if (auto answer = jobs(caller.cluster.id, body.slurm_jobs ? &*body.slurm_jobs : nullptr)) {
-        out.governance = std::move(answer->governance);
-        out.slurm_job_actions = std::move(answer->slurm_job_actions);
-      }
-    }
+    governance(caller, body, out);
   }
   if (body.files_revision != out.files_revision) {
     out.files = std::move(files->files);
   } else if (files->slurm_conf) {
     // The agent reports a revision once it has written its files and reloaded Slurm.
-    std::lock_guard lock(mu_);
-    applied_slurm_conf_[caller.node.instance_id] = *files->slurm_conf;
+    if (Status s = recordApplied(caller, *files->slurm_conf); !s.ok()) {
+      return Error(HttpStatusOf(s), s.message());
+    }
   }
   return Json(200, out);
+}
+
+void AgentService::governance(const Caller& caller, const HeartbeatRequest& body,
+                              HeartbeatResponse& out) {
+  // Task governance: the controller's job report in, job actions and governed accounts out.
+  SlurmJobsHandler jobs;
+  {
+    std::lock_guard lock(mu_);
+    jobs = slurm_jobs_handler_;
+  }
+  if (!jobs) return;
+  if (auto answer = jobs(caller.cluster.id, body.slurm_jobs ? &*body.slurm_jobs : nullptr)) {
+    out.governance = std::move(answer->governance);
+    out.slurm_job_actions = std::move(answer->slurm_job_actions);
+  }
+}
+
+void AgentService::recordHealth(const Caller& caller, const HealthReport& health) {
+  const auto before = cache_.recordHealth(caller.node.instance_id, health);
+  if (!before) return;  // forgotten meanwhile
+  store::WriteBatch batch;
+  std::string verdict_change;
+  for (auto& e : HealthEvents(caller.node, *before, health)) {
+    if (e.level != "Warn") verdict_change = e.description;
+    batch.events.push_back(
+        model::MakeEvent(ids_.eventId(), caller.cluster.id, clock_.now(), std::move(e)));
+  }
+  if (batch.events.empty()) return;
+  if (auto s = store_.commit(batch); !s.ok()) {
+    spdlog::warn("health event for {}: {}", caller.node.instance_id,
+                 std::string(s.status().message()));
+  }
+  if (!verdict_change.empty()) {
+    const bool fault = health.verdict == "soft_fault" || health.verdict == "hard_fault";
+    spdlog::log(fault ? spdlog::level::warn : spdlog::level::info, "{}", verdict_change);
+  }
 }
 
 http::HttpResponse AgentService::listBundle(const Caller& caller) {
@@ -701,10 +422,10 @@ void AgentService::log(const Caller& caller, std::vector<LogLine> lines) {
 http::HttpResponse AgentService::appendLogs(const Caller& caller, const LogBatch& body) {
   std::vector<LogLine> lines;
   lines.reserve(body.events.size());
-  const int64_t now_ms = ToEpochSeconds(clock_.now()) * 1000;
+  const int64_t now_ms = NowMs(clock_);
   for (const auto& e : body.events) lines.push_back({e.timestamp_ms.value_or(now_ms), e.message});
   log(caller, std::move(lines));
-  return Json(200, json::object());
+  return Ok();
 }
 
 http::HttpResponse AgentService::lifecycle(const Caller& caller, const LifecycleReport& body) {
@@ -714,56 +435,42 @@ http::HttpResponse AgentService::lifecycle(const Caller& caller, const Lifecycle
   }
   const std::string& reason = body.reason;
   const std::string& detail = body.message;
+  // Record the result on the node, with its event. A retried report and a report after a
+  // result change nothing: results are final.
+  auto wrote = updateNode(caller, [&](model::Node& n, std::vector<model::EventText>& events) {
+    if (n.lifecycle_state == state || n.lifecycle_state == ls::kSucceeded ||
+        n.lifecycle_state == ls::kFailed) {
+      return false;
+    }
+    n.lifecycle_state = state;
+    if (state == kFailed) {
+      n.lifecycle_message = LifecycleFailureMessage(caller.cluster, n, reason, detail);
+    }
+    std::string description = absl::StrCat(
+        "Instance lifecycle script execution for EC2InstanceId ", n.instance_id, " has ", state);
+    if (state == kFailed && !detail.empty()) absl::StrAppend(&description, ": ", detail);
+    events.push_back({"Instance", state == kFailed ? "Error" : "Info", std::move(description),
+                      n.group, n.instance_id,
+                      json{{"Instance",
+                            {{"LcsExecutionState", state}, {"NodeLogicalId", n.logical_id}}}}});
+    return true;
+  });
+  if (!wrote.ok()) return Error(HttpStatusOf(wrote.status()), wrote.status().message());
+  if (!*wrote) return Ok();
   // The platform's markers in the node's log stream, written once per transition.
-  auto markers = [&] {
-    const int64_t now_ms = ToEpochSeconds(clock_.now()) * 1000;
-    if (state == ls::kStarted) {
-      log(caller, {{now_ms, "[SageMaker] Downloading lifecycle scripts"}});
-    } else if (state == ls::kSucceeded) {
-      log(caller, {{now_ms, "[SageMaker] The lifecycle scripts succeeded."}});
-    } else {
-      log(caller, {{now_ms, "[SageMaker] " + (detail.empty() ? reason : detail)},
-                   {now_ms, "[SageMaker] The lifecycle scripts failed."}});
-    }
-  };
-  // Record the result on the node (compare-and-swap; retried when the controller wrote
-  // the same node in between).
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    auto node = store_.node(caller.cluster.id, caller.node.instance_id);
-    if (!node.ok()) return Error(HttpStatusOf(node.status()), node.status().message());
-    if (node->lifecycle_state == state) return Json(200, json::object());  // a retried report
-    if (node->lifecycle_state == ls::kSucceeded || node->lifecycle_state == ls::kFailed) {
-      return Json(200, json::object());  // results are final
-    }
-    model::Node updated = *node;
-    updated.lifecycle_state = state;
-    if (state == ls::kFailed) {
-      updated.lifecycle_message = LifecycleFailureMessage(caller.cluster, updated, reason, detail);
-    }
-    store::WriteBatch batch;
-    batch.nodes.push_back({updated, node->revision, false});
-    std::string description = absl::StrCat("Instance lifecycle script execution for EC2InstanceId ",
-                                           updated.instance_id, " has ", state);
-    if (state == ls::kFailed && !detail.empty()) absl::StrAppend(&description, ": ", detail);
-    batch.events.push_back(model::MakeEvent(
-        ids_.eventId(), caller.cluster.id, clock_.now(),
-        {"Instance", state == ls::kFailed ? "Error" : "Info", description, updated.group,
-         updated.instance_id,
-         json{{"Instance",
-               {{"LcsExecutionState", state}, {"NodeLogicalId", updated.logical_id}}}}}));
-    auto committed = store_.commit(batch);
-    if (committed.ok()) {
-      markers();
-      spdlog::info("node {}: lifecycle scripts {}{}", updated.instance_id, state,
-                   detail.empty() ? "" : " (" + detail + ")");
-      if (on_change_) on_change_(caller.cluster.id);
-      return Json(200, json::object());
-    }
-    if (!absl::IsFailedPrecondition(committed.status())) {
-      return Error(503, committed.status().message());
-    }
+  const int64_t now_ms = NowMs(clock_);
+  if (state == kStarted) {
+    log(caller, {{now_ms, "[SageMaker] Downloading lifecycle scripts"}});
+  } else if (state == kSucceeded) {
+    log(caller, {{now_ms, "[SageMaker] The lifecycle scripts succeeded."}});
+  } else {
+    log(caller, {{now_ms, "[SageMaker] " + (detail.empty() ? reason : detail)},
+                 {now_ms, "[SageMaker] The lifecycle scripts failed."}});
   }
-  return Error(503, "the node record kept changing; retry");
+  spdlog::info("node {}: lifecycle scripts {}{}", caller.node.instance_id, state,
+               detail.empty() ? "" : " (" + detail + ")");
+  if (on_change_) on_change_(caller.cluster.id);
+  return Ok();
 }
 
 }  // namespace hf::agentapi

@@ -202,8 +202,10 @@ Status RunServer(const ServerFlags& flags) {
   agentapi::AgentService::Options agent_options;
   agent_options.heartbeat_seconds = flags.heartbeat_seconds;
   agent_options.lifecycle_timeout_seconds = flags.lifecycle_timeout_seconds;
+  // What the agents say, kept for the cluster controller (node liveness, health, Slurm).
+  agentapi::NodeStatusCache node_status(clock, flags.heartbeat_seconds);
   agentapi::AgentService agents(
-      *store, *bundles, tokens, log_sink,
+      *store, *bundles, tokens, node_status, log_sink,
       [&](const std::string& id) {
         if (auto* c = controller_ptr.load()) c->enqueue(id);
       },
@@ -278,15 +280,17 @@ Status RunServer(const ServerFlags& flags) {
         " s), or a late heartbeat would replace a healthy node"));
   }
   control::ClusterController::AgentHooks hooks;
-  hooks.liveness = [&agents](const std::string& id) { return agents.clusterHealth(id); };
-  hooks.publish_slurm_marks = [&agents](const std::string& id,
-                                        std::vector<model::SlurmMark> marks) {
-    agents.setSlurmMarks(id, std::move(marks));
+  hooks.liveness = [&node_status](const std::string& id) {
+    return node_status.clusterHealth(id);
   };
-  hooks.forget = [&agents, &governance_loop](const std::string& id,
-                                             const std::vector<std::string>& instances,
-                                             bool cluster_gone) {
-    agents.forget(id, instances, cluster_gone);
+  hooks.publish_slurm_marks = [&node_status](const std::string& id,
+                                             std::vector<model::SlurmMark> marks) {
+    node_status.setSlurmMarks(id, std::move(marks));
+  };
+  hooks.forget = [&node_status, &governance_loop](const std::string& id,
+                                                  const std::vector<std::string>& instances,
+                                                  bool cluster_gone) {
+    node_status.forget(id, instances, cluster_gone);
     if (cluster_gone) governance_loop.forget(id);
   };
   control::ClusterController controller(*store, *provider, clock, ids, controller_options,

@@ -152,6 +152,7 @@ nlohmann::json NodeBody(const model::Node& n) {
   if (!marks.out.empty()) body["marks"] = std::move(marks.out);
   if (!n.lifecycle_state.empty()) body["lcs_state"] = n.lifecycle_state;
   if (!n.lifecycle_message.empty()) body["lcs_message"] = n.lifecycle_message;
+  if (!n.slurm_conf_nodes.empty()) body["slurm_conf_nodes"] = n.slurm_conf_nodes;
   if (n.recovery) {
     Writer recovery;
     RequestFields(*n.recovery, recovery);
@@ -174,6 +175,12 @@ void ReadNodeBody(const nlohmann::json& body, model::Node& n) {
   if (!n.spec_extras.is_object()) n.spec_extras = json::object();
   n.lifecycle_state = body.value("lcs_state", "");
   n.lifecycle_message = body.value("lcs_message", "");
+  n.slurm_conf_nodes.clear();
+  if (auto it = body.find("slurm_conf_nodes"); it != body.end() && it->is_array()) {
+    for (const auto& name : *it) {
+      if (name.is_string()) n.slurm_conf_nodes.push_back(name.get<std::string>());
+    }
+  }
   if (auto it = body.find("marks"); it != body.end() && it->is_object()) {
     Reader marks{*it};
     MarksFields(n.marks, marks);

@@ -91,6 +91,10 @@ struct Node {
   /// failure's explanation; only providers that run agents fill these.
   std::string lifecycle_state;
   std::string lifecycle_message;
+  /// On a Slurm controller node: the NodeName= names of the slurm.conf its agent has applied
+  /// (written and reloaded), which other nodes wait to find their own in (controller first,
+  /// agentapi/lifecycle_gate.h); empty elsewhere and until the agent registered.
+  std::vector<std::string> slurm_conf_nodes;
   /// A node recovery asked for and not finished; none when none.
   std::optional<NodeRecoveryRequest> recovery;
   /// The planner's progress on `recovery` (empty while none).

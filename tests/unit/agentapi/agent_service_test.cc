@@ -66,8 +66,16 @@ class AgentServiceTest : public ::testing::Test {
       b.nodes.push_back({n, store::kMustNotExist, false});
     }
     ASSERT_TRUE(store_->commit(b).ok());
+    StartService();
+  }
+
+  /// A fresh cache and service over the same store, bundles and tokens: a restarted
+  /// control plane.
+  void StartService() {
+    service_.reset();
+    cache_ = std::make_unique<NodeStatusCache>(clock_, kDefaultHeartbeatSeconds);
     service_ = std::make_unique<AgentService>(
-        *store_, *bundles_, tokens_,
+        *store_, *bundles_, tokens_, *cache_,
         [this](const std::string& g, const std::string& s, const std::vector<LogLine>& lines) {
           for (const auto& l : lines) logged_.push_back(g + " " + s + " " + l.message);
         },
@@ -99,6 +107,7 @@ class AgentServiceTest : public ::testing::Test {
   NodeTokens tokens_{std::string(32, 'k')};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<bundle::BundleSource> bundles_;
+  std::unique_ptr<NodeStatusCache> cache_;
   std::unique_ptr<AgentService> service_;
   std::vector<std::string> logged_;
   std::vector<std::string> changed_;
@@ -210,7 +219,7 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   EXPECT_DOUBLE_EQ(hb["time"].get<double>(), ToEpochSeconds(clock_.now()));
   hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}).body);
   EXPECT_TRUE(hb.contains("files"));
-  EXPECT_EQ(service_->lastSeen().count("i-00000000000000002"), 1u);
+  EXPECT_EQ(cache_->lastSeen().count("i-00000000000000002"), 1u);
 }
 
 TEST_F(AgentServiceTest, WorkersWaitForTheControllerAndASlurmConfNamingThem) {
@@ -304,7 +313,7 @@ TEST_F(AgentServiceTest, AVersionZeroAgentIsStillUnderstood) {
   EXPECT_NE(std::find(logged_.begin(), logged_.end(), stream + " hello"), logged_.end());
   EXPECT_NE(std::find(logged_.begin(), logged_.end(), stream + " world"), logged_.end());
 
-  service_->setSlurmMarks(cluster, {{"ip-10-1-0-4", "down", "Hyperfleet: test"}});
+  cache_->setSlurmMarks(cluster, {{"ip-10-1-0-4", "down", "Hyperfleet: test"}});
   const json hb = post("/agent/v1/heartbeat", "heartbeat_slurm_controller", ctl);
   // The members the version 0 agent reads from the answer.
   EXPECT_TRUE(hb["files"].is_array());  // revision 5 is not this cluster's
@@ -316,8 +325,8 @@ TEST_F(AgentServiceTest, AVersionZeroAgentIsStillUnderstood) {
                                               "qos": [{"name": "high-priority", "priority": 100}]})"));
   EXPECT_EQ(hb["slurm_job_actions"], json::parse(R"([{"job": 12, "action": "release"}])"));
   // What the service kept of the heartbeat.
-  EXPECT_EQ(service_->lastHealth().at(ctl).verdict, "warning");
-  const auto view = service_->clusterHealth(cluster);
+  EXPECT_EQ(cache_->lastHealth().at(ctl).verdict, "warning");
+  const auto view = cache_->clusterHealth(cluster);
   ASSERT_TRUE(view.slurm_nodes.has_value());
   ASSERT_EQ(view.slurm_nodes->size(), 2u);
   EXPECT_EQ((*view.slurm_nodes)[1].reason, "Hyperfleet: a|b");
@@ -330,13 +339,63 @@ TEST_F(AgentServiceTest, AVersionZeroAgentIsStillUnderstood) {
 
   // A worker's heartbeat and its failure.
   post("/agent/v1/heartbeat", "heartbeat", worker);
-  EXPECT_EQ(service_->lastHealth().at(worker).findings.size(), 4u);
+  EXPECT_EQ(cache_->lastHealth().at(worker).findings.size(), 4u);
   post("/agent/v1/lifecycle", "lifecycle_failed", worker);
   const auto failed = store_->node(cluster, worker).value();
   EXPECT_EQ(failed.lifecycle_state, ls::kFailed);
   EXPECT_NE(failed.lifecycle_message.find("Lifecycle script on_create.sh exited with status 3"),
             std::string::npos)
       << failed.lifecycle_message;
+}
+
+// The controller-first gate reads only stored records: a restarted control plane (a fresh
+// service and cache over the same store) opens it for a node that the controller's applied
+// slurm.conf names, and keeps it closed for one it does not name until the controller has
+// confirmed a slurm.conf that does.
+TEST_F(AgentServiceTest, TheControllerFirstGateSurvivesARestart) {
+  const std::string cluster = "abcdefabcdef";
+  const std::string ctl = "i-00000000000000001", worker = "i-00000000000000002";
+  auto lifecycle_of = [&](const std::string& id) {
+    auto r = call("POST", "/agent/v1/register", json::object(), id);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body)["lifecycle"];
+  };
+  EXPECT_TRUE(lifecycle_of(worker)["wait"].get<bool>());
+  EXPECT_TRUE(lifecycle_of(ctl)["run"].get<bool>());  // it gets (and writes) slurm.conf
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Started"}}, ctl).status, 200);
+  ASSERT_EQ(call("POST", "/agent/v1/lifecycle", {{"state", "Succeeded"}}, ctl).status, 200);
+  EXPECT_EQ(store_->node(cluster, ctl)->slurm_conf_nodes,
+            (std::vector<std::string>{"ip-10-224-0-3", "ip-10-224-0-4"}));
+
+  StartService();
+  json l = lifecycle_of(worker);
+  EXPECT_TRUE(l["run"].get<bool>()) << l;
+
+  model::Node added = *store_->node(cluster, worker);
+  added.instance_id = "i-00000000000000004";
+  added.private_ip = "10.224.0.9";
+  added.hostname = "ip-10-224-0-9";
+  added.lifecycle_state.clear();
+  store::WriteBatch b;
+  b.nodes.push_back({added, store::kMustNotExist, false});
+  ASSERT_TRUE(store_->commit(b).ok());
+  StartService();
+  l = lifecycle_of(added.instance_id);
+  EXPECT_TRUE(l["wait"].get<bool>()) << l;
+  EXPECT_NE(l["wait_reason"].get<std::string>().find("slurm.conf"), std::string::npos) << l;
+  // The controller is sent the new slurm.conf, but has not confirmed it: still closed.
+  json hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}, ctl).body);
+  ASSERT_TRUE(hb.contains("files"));
+  StartService();
+  EXPECT_TRUE(lifecycle_of(added.instance_id)["wait"].get<bool>());
+  hb = json::parse(
+      call("POST", "/agent/v1/heartbeat", {{"files_revision", hb["files_revision"]}}, ctl).body);
+  EXPECT_FALSE(hb.contains("files"));
+  StartService();
+  l = lifecycle_of(added.instance_id);
+  EXPECT_TRUE(l["run"].get<bool>()) << l;
+  EXPECT_EQ(store_->node(cluster, ctl)->slurm_conf_nodes,
+            (std::vector<std::string>{"ip-10-224-0-3", "ip-10-224-0-4", "ip-10-224-0-9"}));
 }
 
 TEST_F(AgentServiceTest, WrongSlurmRolesAreReportedInTheLifecycleLog) {
@@ -378,7 +437,7 @@ TEST_F(AgentServiceTest, HealthFaultsAndRecoveriesBecomeEventsOnce) {
                          "restarted");
   EXPECT_NE(seen[1].find("(hardware fault, replace)"), std::string::npos) << seen[1];
   EXPECT_EQ(seen[2], "Instance " + id + " passes its health checks again");
-  EXPECT_EQ(service_->lastHealth().at(id).verdict, "ok");
+  EXPECT_EQ(cache_->lastHealth().at(id).verdict, "ok");
   // A malformed report is kept out, and changes nothing.
   ASSERT_EQ(call("POST", "/agent/v1/heartbeat", {{"health", "bad"}}, id).status, 200);
   EXPECT_EQ(events().size(), 3u);
@@ -391,27 +450,27 @@ TEST_F(AgentServiceTest, ForgottenInstancesAndClustersLeaveNothingBehind) {
     ASSERT_EQ(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}, {"health", report}}, id)
                   .status, 200);
   }
-  EXPECT_EQ(service_->clusterHealth("abcdefabcdef").nodes.size(), 2u);
-  EXPECT_EQ(service_->trackedForTest().first, 2u);
+  EXPECT_EQ(cache_->clusterHealth("abcdefabcdef").nodes.size(), 2u);
+  EXPECT_EQ(cache_->trackedForTest().first, 2u);
 
   // Instance ...2 is terminated: its record is erased, then the controller says so.
   auto gone = store_->node("abcdefabcdef", "i-00000000000000002").value();
   store::WriteBatch b;
   b.nodes.push_back({gone, gone.revision, /*erase=*/true});
   ASSERT_TRUE(store_->commit(b).ok());
-  service_->forget("abcdefabcdef", {"i-00000000000000002"}, false);
-  EXPECT_EQ(service_->lastSeen().count("i-00000000000000002"), 0u);
-  EXPECT_EQ(service_->lastHealth().count("i-00000000000000002"), 0u);
-  EXPECT_EQ(service_->clusterHealth("abcdefabcdef").nodes.count("i-00000000000000002"), 0u);
+  cache_->forget("abcdefabcdef", {"i-00000000000000002"}, false);
+  EXPECT_EQ(cache_->lastSeen().count("i-00000000000000002"), 0u);
+  EXPECT_EQ(cache_->lastHealth().count("i-00000000000000002"), 0u);
+  EXPECT_EQ(cache_->clusterHealth("abcdefabcdef").nodes.count("i-00000000000000002"), 0u);
   // A late heartbeat from it is refused and adds nothing back.
   EXPECT_EQ(call("POST", "/agent/v1/heartbeat", {{"health", report}}, "i-00000000000000002").status,
             403);
-  EXPECT_EQ(service_->trackedForTest().first, 1u);
+  EXPECT_EQ(cache_->trackedForTest().first, 1u);
 
-  service_->setSlurmMarks("abcdefabcdef", {{"ip-10-224-0-3", "down", "Hyperfleet: test"}});
-  service_->forget("abcdefabcdef", {}, /*cluster_gone=*/true);
-  EXPECT_EQ(service_->trackedForTest(), (std::pair<size_t, size_t>{0, 0}));
-  EXPECT_TRUE(service_->clusterHealth("abcdefabcdef").nodes.empty());
+  cache_->setSlurmMarks("abcdefabcdef", {{"ip-10-224-0-3", "down", "Hyperfleet: test"}});
+  cache_->forget("abcdefabcdef", {}, /*cluster_gone=*/true);
+  EXPECT_EQ(cache_->trackedForTest(), (std::pair<size_t, size_t>{0, 0}));
+  EXPECT_TRUE(cache_->clusterHealth("abcdefabcdef").nodes.empty());
 }
 
 TEST_F(AgentServiceTest, BundleListingAndFilesComeFromTheLocalBucket) {

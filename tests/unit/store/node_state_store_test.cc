@@ -185,6 +185,7 @@ TEST_F(NodeStateStoreTest, TypedStateRoundTripsAndBookkeepingStaysOutOfExtras) {
   n.recovery_progress.reboot_instead = true;
   n.fault = model::NodeFault{model::NodeFault::Kind::kUnresponsive, "silent",
                              FromEpochSeconds(99)};
+  n.slurm_conf_nodes = {"ip-10-1-0-3", "ip-10-1-0-4"};
   WriteBatch b;
   b.nodes.push_back({n, kMustNotExist, false});
   ASSERT_TRUE(store_->commit(b).ok());
@@ -204,6 +205,7 @@ TEST_F(NodeStateStoreTest, TypedStateRoundTripsAndBookkeepingStaysOutOfExtras) {
   EXPECT_EQ(got.fault->kind, n.fault->kind);
   EXPECT_EQ(got.fault->message, n.fault->message);
   EXPECT_EQ(got.fault->detected_at, n.fault->detected_at);
+  EXPECT_EQ(got.slurm_conf_nodes, n.slurm_conf_nodes);
 
   // Stored under the keys the previous version used, the marks beside "extras".
   const json body = Body(n.instance_id);
@@ -212,6 +214,7 @@ TEST_F(NodeStateStoreTest, TypedStateRoundTripsAndBookkeepingStaysOutOfExtras) {
   EXPECT_EQ(body["recovery"]["Action"], "Replace");
   EXPECT_EQ(body["recovery"]["Source"], "Requested");
   EXPECT_EQ(body["fault"]["Kind"], "Unresponsive");
+  EXPECT_EQ(body["slurm_conf_nodes"], json::array({"ip-10-1-0-3", "ip-10-1-0-4"}));
 }
 
 }  // namespace

@@ -1,0 +1,19 @@
+#pragma once
+// The cluster events a node's health reports make (docs/nodes.md "Health checks"). Pure.
+#include <vector>
+
+#include "hyperfleet/agentapi/protocol.h"
+#include "hyperfleet/model/cluster.h"
+
+namespace hf::agentapi {
+
+/// The events of `node`'s report `after`, its previous one being `before` (verdict "" when
+/// none): a Warn for each service the agent restarted that `before` did not show ("Instance
+/// <id>: <finding>", once per restart), and when the verdict enters a fault (soft_fault,
+/// hard_fault), changes fault kind or leaves faults: an Error naming the failing checks
+/// ("Instance <id> failed its health checks (soft fault, reboot): <check>: <message>; ...")
+/// or an Info ("Instance <id> passes its health checks again"), last.
+std::vector<model::EventText> HealthEvents(const model::Node& node, const HealthReport& before,
+                                           const HealthReport& after);
+
+}  // namespace hf::agentapi
