@@ -51,21 +51,22 @@ const HealthFinding* HealthReport::Find(std::string_view check) const {
   return nullptr;
 }
 
-json HealthReport::ToJson() const {
-  json list = json::array();
-  for (const auto& f : findings) {
-    list.push_back({{"check", f.check},
-                    {"severity", SeverityName(f.severity)},
-                    {"action", SeverityAction(f.severity)},
-                    {"message", f.message}});
-  }
+agentapi::HealthReport HealthReport::ToWire() const {
+  agentapi::HealthReport out;
   const Severity worst = verdict();
-  return {{"verdict", SeverityName(worst)},
-          {"action", SeverityAction(worst)},
-          {"checked_at", ToEpochSeconds(checked_at)},
-          {"duration_ms", duration.count()},
-          {"findings", std::move(list)}};
+  out.verdict = SeverityName(worst);
+  out.action = SeverityAction(worst);
+  out.checked_at = ToEpochSeconds(checked_at);
+  out.duration_ms = duration.count();
+  out.findings.reserve(findings.size());
+  for (const auto& f : findings) {
+    out.findings.push_back({f.check, std::string(SeverityName(f.severity)),
+                            std::string(SeverityAction(f.severity)), f.message});
+  }
+  return out;
 }
+
+json HealthReport::ToJson() const { return json(ToWire()); }
 // ---------------------------------------------------------------------------------------
 // The monitor
 

@@ -1,8 +1,6 @@
 #include "hyperfleet/agent/slurm_jobs.h"
 
 #include <algorithm>
-#include <ctime>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <sstream>
@@ -16,7 +14,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "hyperfleet/agent/agent.h"
+#include "hyperfleet/agent/node_files.h"
+#include "hyperfleet/agent/slurm_controller.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/strings.h"
 #include "spdlog/spdlog.h"
 
 namespace hf::data {
@@ -32,15 +33,6 @@ namespace {
 bool SafeName(std::string_view s) {
   return !s.empty() && s.size() <= 64 &&
          s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
-}
-
-// squeue/sinfo print times in the node's local time zone.
-double LocalEpochSeconds(const std::string& stamp) {
-  std::tm tm{};
-  if (strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return 0;
-  tm.tm_isdst = -1;
-  const time_t t = mktime(&tm);
-  return t > 0 ? static_cast<double>(t) : 0;
 }
 
 // Held as far as governance cares (the control plane's PhaseOf says the same).
@@ -131,7 +123,7 @@ agentapi::SlurmJobsReport ParseSlurmJobs(std::string_view text,
     job.partition = f[3];
     job.nodes = nodes;
     job.state = state;
-    job.submit_time = LocalEpochSeconds(f[7]);
+    job.submit_time = SlurmTimeToEpoch(f[7]);
     job.reason = f[8];
     if (marked) job.mark = comment;
   }
@@ -211,9 +203,9 @@ std::string SacctmgrCommands(const agentapi::Governance& governance) {
 SlurmJobs::SlurmJobs(Options options, const Clock& clock)
     : options_(std::move(options)), clock_(clock) {
   // After an agent restart the list written before is what job_submit.lua still reads.
-  std::ifstream in(NodePath(options_.root, kGovernedAccountsPath));
-  for (std::string line; std::getline(in, line);) {
-    if (SafeName(line)) accounts_.insert(line);
+  const std::string text = ReadFile(NodePath(options_.root, kGovernedAccountsPath)).value_or("");
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (SafeName(StdView(line))) accounts_.insert(std::string(line));
   }
   thread_ = std::thread([this] { Loop(); });
 }

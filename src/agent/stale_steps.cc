@@ -4,21 +4,19 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
+
+#include "hyperfleet/common/fs.h"
 
 namespace hf::agent {
 namespace {
 
 std::optional<std::string> ReadSmallFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string text(4096, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  return text;
+  auto text = ReadFile(path.string());
+  if (!text.ok()) return std::nullopt;
+  return std::move(*text);
 }
 
 template <typename T>

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hyperfleet/agent/nvml.h"
+#include "hyperfleet/agentapi/protocol.h"
 #include "hyperfleet/common/clock.h"
 
 namespace hf::agent {
@@ -57,8 +58,11 @@ struct HealthReport {
   Severity verdict() const;
   /// The first finding named `check`, or nullptr.
   const HealthFinding* Find(std::string_view check) const;
-  /// {"verdict": "ok", "action": "none", "checked_at": epoch seconds, "duration_ms": n,
-  ///  "findings": [{"check", "severity", "action", "message"}]} (the heartbeat's "health").
+  /// The report as the heartbeat's "health" carries it (agentapi/protocol.h): the verdict
+  /// and its action, checked_at in epoch seconds, duration_ms, the findings.
+  agentapi::HealthReport ToWire() const;
+  /// ToWire() as JSON: {"verdict": "ok", "action": "none", "checked_at", "duration_ms",
+  /// "findings": [{"check", "severity", "action", "message"}]}.
   nlohmann::json ToJson() const;
 };
 

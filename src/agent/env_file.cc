@@ -1,0 +1,64 @@
+#include "hyperfleet/agent/env_file.h"
+
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/strings.h"
+
+namespace hf::agent {
+
+StatusOr<std::map<std::string, std::string>> ParseEnvFile(std::string_view text) {
+  std::map<std::string, std::string> values;
+  int line_number = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = StripAsciiWhitespace(text.substr(start, end - start));
+    start = end + 1;
+    ++line_number;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.starts_with("export ")) line = StripAsciiWhitespace(line.substr(7));
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError("line " + std::to_string(line_number) +
+                                        " is not KEY=VALUE");
+    }
+    std::string_view value = StripAsciiWhitespace(line.substr(eq + 1));
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    values[std::string(StripAsciiWhitespace(line.substr(0, eq)))] = std::string(value);
+  }
+  return values;
+}
+
+Status LoadAgentEnv(const std::string& path, AgentOptions* options) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::NotFoundError("cannot read " + std::string(text.status().message()));
+  }
+  auto values = ParseEnvFile(*text);
+  if (!values.ok()) {
+    return absl::InvalidArgumentError(path + ": " + std::string(values.status().message()));
+  }
+  auto take = [&](const char* key, std::string* out) -> Status {
+    auto it = values->find(key);
+    if (it == values->end() || it->second.empty()) {
+      return absl::InvalidArgumentError(path + ": " + key + " is missing");
+    }
+    *out = it->second;
+    return absl::OkStatus();
+  };
+  HF_RETURN_IF_ERROR(take("HF_AGENT_URL", &options->url));
+  HF_RETURN_IF_ERROR(take("HF_INSTANCE_ID", &options->instance_id));
+  HF_RETURN_IF_ERROR(take("HF_AGENT_TOKEN", &options->token));
+  options->script_environment.clear();
+  for (const char* key : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy",
+                          "NO_PROXY"}) {
+    auto it = values->find(key);
+    if (it != values->end()) options->script_environment.push_back(key + ("=" + it->second));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hf::agent
