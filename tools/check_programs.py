@@ -160,6 +160,8 @@ NODE_SHELL = ("data/slurm/", "examples/")
 EXEMPT = {
     "bench/slurm_side_by_side.py": "checks its own prerequisites (Slurm, MariaDB) at start and "
                                    "prints the apt-get line; bench/README.md lists them",
+    "bench/slurm_sbs/cluster.py": "the daemons of bench/slurm_side_by_side.py, which checks "
+                                  "them at start (see the entry above)",
 }
 
 
