@@ -1,7 +1,8 @@
 #pragma once
 // Runs one lifecycle script the way HyperPod does (docs/hyperpod-contract.md "Bring-up"): executed
 // directly (its #! line picks the interpreter), in its own process group, stdin /dev/null,
-// stdout and stderr merged into one pipe that is read line by line.
+// stdout and stderr merged into one pipe that is read line by line; started and waited for
+// by the common launcher (hyperfleet/common/subprocess.h).
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "hyperfleet/common/clock.h"
+#include "hyperfleet/common/subprocess.h"  // hf::SignalName names ScriptOutcome::signal
 
 namespace hf::agent {
 
@@ -23,7 +25,7 @@ struct OutputLine {
 struct ScriptSpec {
   std::string path;               ///< the executable, as a path on this machine
   std::vector<std::string> argv;  ///< argv[0..]; empty: {path}
-  std::string working_directory;  ///< chdir here before exec
+  std::string working_directory;  ///< chdir here before exec; "" keeps the agent's
   std::vector<std::string> environment;  ///< the whole environment, "KEY=VALUE" entries
   /// Wall time the script may run; after it the process group gets SIGTERM, then SIGKILL
   /// after `kill_grace`. Zero or negative: no limit.
@@ -59,8 +61,5 @@ struct ScriptOutcome {
 ScriptOutcome RunScript(const ScriptSpec& spec, const Clock& clock,
                         const std::function<void(OutputLine)>& on_line,
                         const std::atomic<bool>* stop);
-
-/// "SIGKILL"-style name of a signal number ("signal N" when unknown).
-std::string SignalName(int signal);
 
 }  // namespace hf::agent
