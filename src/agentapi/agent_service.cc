@@ -315,7 +315,7 @@ Status AgentService::recordApplied(const Caller& caller, const std::string& slur
 
 http::HttpResponse AgentService::heartbeat(const Caller& caller, const HeartbeatRequest& body) {
   touch(caller.node.instance_id);
-  if (body.health) recordHealth(caller, *body.health);
+  if (body.health) recordHealth(caller, ToModelHealth(*body.health));
   auto files = nodeFiles(caller);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   const bool controller =
@@ -359,7 +359,7 @@ void AgentService::governance(const Caller& caller, const HeartbeatRequest& body
   }
 }
 
-void AgentService::recordHealth(const Caller& caller, const HealthReport& health) {
+void AgentService::recordHealth(const Caller& caller, const model::HealthReport& health) {
   const auto before = cache_.recordHealth(caller.node.instance_id, health);
   if (!before) return;  // forgotten meanwhile
   store::WriteBatch batch;
@@ -375,7 +375,8 @@ void AgentService::recordHealth(const Caller& caller, const HealthReport& health
                  std::string(s.status().message()));
   }
   if (!verdict_change.empty()) {
-    const bool fault = health.verdict == "soft_fault" || health.verdict == "hard_fault";
+    const bool fault = health.verdict == model::HealthSeverity::kSoftFault ||
+                       health.verdict == model::HealthSeverity::kHardFault;
     spdlog::log(fault ? spdlog::level::warn : spdlog::level::info, "{}", verdict_change);
   }
 }

@@ -10,8 +10,11 @@
 namespace hf::agentapi {
 namespace {
 
-bool IsFault(const std::string& verdict) {
-  return verdict == "soft_fault" || verdict == "hard_fault";
+using model::HealthReport;
+using model::HealthSeverity;
+
+bool IsFault(HealthSeverity severity) {
+  return severity == HealthSeverity::kSoftFault || severity == HealthSeverity::kHardFault;
 }
 
 /// The findings of services the agent restarted (a killed slurmd).
@@ -35,7 +38,7 @@ std::vector<model::EventText> HealthEvents(const model::Node& node, const Health
     events.push_back({"Instance", "Warn", absl::StrCat("Instance ", node.instance_id, ": ", message),
                       node.group, node.instance_id, metadata});
   }
-  const std::string& verdict = after.verdict;
+  const HealthSeverity verdict = after.verdict;
   if (IsFault(verdict) == IsFault(before.verdict) &&
       (verdict == before.verdict || !IsFault(verdict))) {
     return events;
@@ -47,10 +50,10 @@ std::vector<model::EventText> HealthEvents(const model::Node& node, const Health
     for (const auto& f : after.findings) {
       if (IsFault(f.severity)) failing.push_back((f.check.empty() ? "?" : f.check) + ": " + f.message);
     }
+    const char* kind = verdict == HealthSeverity::kHardFault ? "hardware fault, replace"
+                                                             : "soft fault, reboot";
     description = absl::StrCat("Instance ", node.instance_id, " failed its health checks (",
-                               verdict == "hard_fault" ? "hardware fault, replace"
-                                                       : "soft fault, reboot",
-                               "): ", absl::StrJoin(failing, "; "));
+                               kind, "): ", absl::StrJoin(failing, "; "));
   } else {
     description = absl::StrCat("Instance ", node.instance_id, " passes its health checks again");
   }

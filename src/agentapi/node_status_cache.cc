@@ -5,6 +5,20 @@
 
 namespace hf::agentapi {
 
+model::HealthReport ToModelHealth(const HealthReport& wire) {
+  model::HealthReport out;
+  out.verdict = model::ParseHealthSeverity(wire.verdict);
+  out.action = model::ParseHealthAction(wire.action);
+  out.checked_at = FromEpochSeconds(wire.checked_at);
+  out.duration = std::chrono::milliseconds(wire.duration_ms);
+  out.findings.reserve(wire.findings.size());
+  for (const auto& f : wire.findings) {
+    out.findings.push_back({f.check, model::ParseHealthSeverity(f.severity),
+                            model::ParseHealthAction(f.action), f.message});
+  }
+  return out;
+}
+
 NodeStatusCache::NodeStatusCache(const Clock& clock, int heartbeat_seconds)
     : clock_(clock), heartbeat_seconds_(heartbeat_seconds) {}
 
@@ -36,12 +50,12 @@ std::optional<Duration> NodeStatusCache::touch(const std::string& instance_id) {
   return gap;
 }
 
-std::optional<HealthReport> NodeStatusCache::recordHealth(const std::string& instance_id,
-                                                          HealthReport report) {
+std::optional<model::HealthReport> NodeStatusCache::recordHealth(const std::string& instance_id,
+                                                                 model::HealthReport report) {
   std::lock_guard lock(mu_);
   auto it = instances_.find(instance_id);
   if (it == instances_.end()) return std::nullopt;
-  HealthReport before = it->second.health.value_or(HealthReport{});
+  model::HealthReport before = it->second.health.value_or(model::HealthReport{});
   it->second.health = std::move(report);
   return before;
 }
@@ -74,9 +88,9 @@ std::map<std::string, SystemTime> NodeStatusCache::lastSeen() const {
   return out;
 }
 
-std::map<std::string, HealthReport> NodeStatusCache::lastHealth() const {
+std::map<std::string, model::HealthReport> NodeStatusCache::lastHealth() const {
   std::lock_guard lock(mu_);
-  std::map<std::string, HealthReport> out;
+  std::map<std::string, model::HealthReport> out;
   for (const auto& [id, i] : instances_) {
     if (i.health) out.emplace(id, *i.health);
   }
@@ -93,7 +107,7 @@ model::ClusterHealthView NodeStatusCache::clusterHealth(const std::string& clust
     if (i.cluster_id != cluster_id) continue;
     model::NodeLiveness& l = view.nodes[id];
     l.last_heard = i.last_seen.value_or(SystemTime{});
-    if (i.health) l.health = nlohmann::json(*i.health);
+    l.health = i.health;
   }
   if (auto it = clusters_.find(cluster_id); it != clusters_.end()) {
     const Cluster& c = it->second;

@@ -98,7 +98,7 @@ class AgentService {
   /// Task governance's answer to the controller's heartbeat, added to `out`.
   void governance(const Caller& caller, const HeartbeatRequest& body, HeartbeatResponse& out);
   /// Keeps the heartbeat's health report and records the events it makes (health_events.h).
-  void recordHealth(const Caller& caller, const HealthReport& health);
+  void recordHealth(const Caller& caller, const model::HealthReport& health);
   /// Applies `change` to the caller's stored record by compare-and-swap, retried when the
   /// controller wrote it in between; `change` returns false when there is nothing to write
   /// and may add events to commit with the record. Returns whether it wrote. Errors: the

@@ -23,6 +23,10 @@
 
 namespace hf::agentapi {
 
+/// `wire` (a heartbeat's "health") as the control plane keeps it: severities and actions as
+/// enums (a string this control plane does not know: kUnknown), checked_at as a time.
+model::HealthReport ToModelHealth(const HealthReport& wire);
+
 /// Thread-safe; every method takes one short lock.
 class NodeStatusCache {
  public:
@@ -45,9 +49,10 @@ class NodeStatusCache {
   /// nullopt the first time and for an instance that is not tracked (nothing is recorded).
   std::optional<Duration> touch(const std::string& instance_id);
   /// Keeps `report` as `instance_id`'s last health report and returns the one it replaces
-  /// (a report with an empty verdict when there was none), or nullopt, keeping nothing, when
-  /// the instance is not tracked (forgotten while its request ran).
-  std::optional<HealthReport> recordHealth(const std::string& instance_id, HealthReport report);
+  /// (a default report, verdict ok and no findings, when there was none), or nullopt,
+  /// keeping nothing, when the instance is not tracked (forgotten while its request ran).
+  std::optional<model::HealthReport> recordHealth(const std::string& instance_id,
+                                                  model::HealthReport report);
   /// The Slurm controller agent's view of cluster `cluster_id`'s Slurm nodes, as of now.
   void setSlurmView(const std::string& cluster_id, std::vector<model::SlurmNodeState> nodes);
   /// The group running slurmctld in cluster `cluster_id` (from its provisioning parameters).
@@ -60,9 +65,9 @@ class NodeStatusCache {
   /// When each instance's agent was last heard from (registration or heartbeat).
   std::map<std::string, SystemTime> lastSeen() const;
   /// Each instance's last health report; instances that sent none are absent.
-  std::map<std::string, HealthReport> lastHealth() const;
+  std::map<std::string, model::HealthReport> lastHealth() const;
   /// What the agents of `cluster_id` said (docs/resiliency.md): when each tracked instance
-  /// was last heard, its last health report (as the report's JSON), the controller agent's
+  /// was last heard, its last health report, the controller agent's
   /// view of the Slurm nodes when reported within max(3 heartbeats, 5 s), and the group
   /// running slurmctld.
   model::ClusterHealthView clusterHealth(const std::string& cluster_id) const;
@@ -82,7 +87,7 @@ class NodeStatusCache {
   struct Instance {
     std::string cluster_id;
     std::optional<SystemTime> last_seen;
-    std::optional<HealthReport> health;
+    std::optional<model::HealthReport> health;
   };
   struct Cluster {
     std::optional<std::pair<SystemTime, std::vector<model::SlurmNodeState>>> slurm_view;

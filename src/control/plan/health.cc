@@ -39,14 +39,12 @@ bool AutomaticRecovery(const model::Cluster& c) {
   return it == c.spec.end() || !it->is_string() || *it != "None";
 }
 
-/// The failing checks of a health report, "check: message; ...".
-std::string FailingChecks(const json& health, const char* severity) {
+/// The findings of `health` with `severity`, "check: message; ...".
+std::string FailingChecks(const model::HealthReport& health, model::HealthSeverity severity) {
   std::string out;
-  if (!health.contains("findings") || !health["findings"].is_array()) return out;
-  for (const auto& f : health["findings"]) {
-    if (!f.is_object() || f.value("severity", "") != severity) continue;
-    absl::StrAppend(&out, out.empty() ? "" : "; ", f.value("check", std::string("?")), ": ",
-                    f.value("message", std::string()));
+  for (const auto& f : health.findings) {
+    if (f.severity != severity) continue;
+    absl::StrAppend(&out, out.empty() ? "" : "; ", f.check, ": ", f.message);
   }
   return out;
 }
@@ -101,17 +99,17 @@ std::optional<Finding> FindFault(const Work& w, const model::Node& n,
                                   " s while the instance runs (hung)."),
                      true};
     }
-    if (it != w.snap.liveness.end() && it->second.health.is_object()) {
-      const json& h = it->second.health;
-      if (FromEpochSeconds(h.value("checked_at", 0.0)) > since) {
-        const std::string verdict = h.value("verdict", "");
-        if (verdict == "hard_fault") {
-          found = Finding{Source::kHardwareFault, Action::kReplace,
-                          absl::StrCat("Health check: ", FailingChecks(h, "hard_fault")), false};
-        } else if (verdict == "soft_fault") {
-          found = Finding{Source::kSoftwareFault, Action::kReboot,
-                          absl::StrCat("Health check: ", FailingChecks(h, "soft_fault")), false};
-        }
+    if (it != w.snap.liveness.end() && it->second.health &&
+        it->second.health->checked_at > since) {
+      // Ok, warning and a severity this control plane does not know ask for nothing.
+      const model::HealthReport& h = *it->second.health;
+      using model::HealthSeverity;
+      if (h.verdict == HealthSeverity::kHardFault) {
+        found = Finding{Source::kHardwareFault, Action::kReplace,
+                        absl::StrCat("Health check: ", FailingChecks(h, h.verdict)), false};
+      } else if (h.verdict == HealthSeverity::kSoftFault) {
+        found = Finding{Source::kSoftwareFault, Action::kReboot,
+                        absl::StrCat("Health check: ", FailingChecks(h, h.verdict)), false};
       }
     }
   }

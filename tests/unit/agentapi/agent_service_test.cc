@@ -325,13 +325,14 @@ TEST_F(AgentServiceTest, AVersionZeroAgentIsStillUnderstood) {
                                               "qos": [{"name": "high-priority", "priority": 100}]})"));
   EXPECT_EQ(hb["slurm_job_actions"], json::parse(R"([{"job": 12, "action": "release"}])"));
   // What the service kept of the heartbeat.
-  EXPECT_EQ(cache_->lastHealth().at(ctl).verdict, "warning");
+  EXPECT_EQ(model::ToString(cache_->lastHealth().at(ctl).verdict), "warning");
   const auto view = cache_->clusterHealth(cluster);
   ASSERT_TRUE(view.slurm_nodes.has_value());
   ASSERT_EQ(view.slurm_nodes->size(), 2u);
   EXPECT_EQ((*view.slurm_nodes)[1].reason, "Hyperfleet: a|b");
   EXPECT_GT((*view.slurm_nodes)[1].reason_time, SystemTime{});
-  EXPECT_EQ(view.nodes.at(ctl).health["verdict"], "warning");
+  ASSERT_TRUE(view.nodes.at(ctl).health.has_value());
+  EXPECT_EQ(model::ToString(view.nodes.at(ctl).health->verdict), "warning");
   ASSERT_TRUE(jobs_seen.has_value());
   ASSERT_EQ(jobs_seen->jobs.size(), 2u);
   EXPECT_EQ(jobs_seen->jobs[0].mark, "hyperfleet-governed");
@@ -437,7 +438,7 @@ TEST_F(AgentServiceTest, HealthFaultsAndRecoveriesBecomeEventsOnce) {
                          "restarted");
   EXPECT_NE(seen[1].find("(hardware fault, replace)"), std::string::npos) << seen[1];
   EXPECT_EQ(seen[2], "Instance " + id + " passes its health checks again");
-  EXPECT_EQ(cache_->lastHealth().at(id).verdict, "ok");
+  EXPECT_EQ(model::ToString(cache_->lastHealth().at(id).verdict), "ok");
   // A malformed report is kept out, and changes nothing.
   ASSERT_EQ(call("POST", "/agent/v1/heartbeat", {{"health", "bad"}}, id).status, 200);
   EXPECT_EQ(events().size(), 3u);

@@ -1,5 +1,6 @@
 // The events a node's health reports make (agentapi/health_events.h), as a table.
 #include "hyperfleet/agentapi/health_events.h"
+#include "hyperfleet/agentapi/node_status_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +10,12 @@
 namespace hf::agentapi {
 namespace {
 
-HealthReport Report(const std::string& verdict, std::vector<HealthFinding> findings = {}) {
+/// A report as the agent sends it, kept as the control plane keeps it.
+model::HealthReport Report(const std::string& verdict, std::vector<HealthFinding> findings = {}) {
   HealthReport r;
   r.verdict = verdict;
   r.findings = std::move(findings);
-  return r;
+  return ToModelHealth(r);
 }
 
 TEST(HealthEventsTest, VerdictChangesAndRestartsOnce) {
@@ -26,7 +28,7 @@ TEST(HealthEventsTest, VerdictChangesAndRestartsOnce) {
   const HealthFinding restarted{"slurmd", "warning", "none", "slurmd restarted by the agent (1)"};
   struct Case {
     const char* name;
-    HealthReport before, after;
+    model::HealthReport before, after;
     std::vector<std::string> want;  // "<level>: <description>"
   };
   const std::vector<Case> cases = {

@@ -132,10 +132,13 @@ void AddNode(Gen& g, ClusterSnapshot& snap, const std::string& group, int& next_
     NodeLiveness& live = snap.liveness[n.instance_id];
     live.last_heard = g.Before(g.Chance(0.8) ? 8 : 60);
     if (g.Chance(0.2)) {
-      live.health = {{"verdict", g.Pick<std::string>({"ok", "soft_fault", "hard_fault"})},
-                     {"checked_at", ToEpochSeconds(g.Before(600))},
-                     {"findings", {{{"check", "gpu"}, {"severity", "hard_fault"},
-                                    {"message", "Xid"}}}}};
+      using model::HealthSeverity;
+      live.health = model::HealthReport{};
+      live.health->verdict = g.Pick<HealthSeverity>(
+          {HealthSeverity::kOk, HealthSeverity::kSoftFault, HealthSeverity::kHardFault});
+      live.health->checked_at = g.Before(600);
+      live.health->findings = {
+          {"gpu", HealthSeverity::kHardFault, model::HealthAction::kReplace, "Xid"}};
     }
   }
   snap.nodes.push_back(std::move(n));
@@ -235,7 +238,10 @@ std::string Describe(const ClusterSnapshot& s) {
         << " ip=" << o.private_ip << " boot=" << Time(o.boot_time) << "\n";
   }
   for (const auto& [id, l] : s.liveness) {
-    out << "  heard " << id << " at " << Time(l.last_heard) << " health=" << l.health.dump() << "\n";
+    out << "  heard " << id << " at " << Time(l.last_heard) << " health="
+        << (l.health ? model::ToString(l.health->verdict) + " at " + Time(l.health->checked_at)
+                     : std::string("none"))
+        << "\n";
   }
   if (s.slurm_nodes) {
     for (const auto& n : *s.slurm_nodes) {

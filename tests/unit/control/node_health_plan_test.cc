@@ -26,6 +26,19 @@ using Action = Request::Action;
 
 const SystemTime kT0 = FromEpochSeconds(1'800'000'000);
 
+using Severity = model::HealthSeverity;
+using HAction = model::HealthAction;
+
+/// A health report as the agent service keeps it (agentapi::ToModelHealth).
+model::HealthReport Health(Severity verdict, SystemTime checked_at,
+                           std::vector<model::HealthFinding> findings = {}) {
+  model::HealthReport r;
+  r.verdict = verdict;
+  r.checked_at = checked_at;
+  r.findings = std::move(findings);
+  return r;
+}
+
 using plan_test::Group;
 
 /// An InService cluster "ctl" ×1 + "workers" ×2 of Running nodes whose agents were heard at
@@ -190,12 +203,11 @@ TEST(NodeHealthPlan, AHungControllerIsPowerCycledNotReplaced) {
 
 TEST(NodeHealthPlan, HealthVerdictsChooseReplaceOrReboot) {
   Fixture f;
-  f.snap.liveness[f.node(1).instance_id].health = {
-      {"verdict", "hard_fault"}, {"checked_at", ToEpochSeconds(kT0)},
-      {"findings", {{{"check", "gpu:0"}, {"severity", "hard_fault"}, {"message", "Xid 79"}}}}};
-  f.snap.liveness[f.node(2).instance_id].health = {
-      {"verdict", "soft_fault"}, {"checked_at", ToEpochSeconds(kT0)},
-      {"findings", {{{"check", "slurmd"}, {"severity", "soft_fault"}, {"message", "restarts fail"}}}}};
+  f.snap.liveness[f.node(1).instance_id].health = Health(
+      Severity::kHardFault, kT0, {{"gpu:0", Severity::kHardFault, HAction::kReplace, "Xid 79"}});
+  f.snap.liveness[f.node(2).instance_id].health =
+      Health(Severity::kSoftFault, kT0,
+             {{"slurmd", Severity::kSoftFault, HAction::kReboot, "restarts fail"}});
   auto p = f.plan(kT0 + seconds(1));
   // A hardware fault: replaced, shut down cleanly (the system still answers).
   EXPECT_EQ(p.terminations, std::vector<std::string>{f.node(1).instance_id});
@@ -208,21 +220,34 @@ TEST(NodeHealthPlan, HealthVerdictsChooseReplaceOrReboot) {
 TEST(NodeHealthPlan, AHealthReportFromBeforeTheLastRecoveryIsIgnored) {
   Fixture f;
   f.node(2).recovered_at = kT0;
-  f.snap.liveness[f.node(2).instance_id].health = {
-      {"verdict", "soft_fault"}, {"checked_at", ToEpochSeconds(kT0 - seconds(5))},
-      {"findings", json::array()}};
+  f.snap.liveness[f.node(2).instance_id].health =
+      Health(Severity::kSoftFault, kT0 - seconds(5));
   auto p = f.plan(kT0 + seconds(1));
   EXPECT_TRUE(p.reboots.empty());
   EXPECT_TRUE(p.writes.nodes.empty());
+}
+
+TEST(NodeHealthPlan, OkWarningAndAnUnknownVerdictAskForNothing) {
+  Fixture f;
+  // A verdict and an action this control plane does not know (a newer agent), as
+  // agentapi::ToModelHealth keeps them.
+  f.snap.liveness[f.node(0).instance_id].health = Health(
+      Severity::kUnknown, kT0, {{"gpu:0", Severity::kUnknown, HAction::kUnknown, "odd"}});
+  f.snap.liveness[f.node(1).instance_id].health =
+      Health(Severity::kWarning, kT0, {{"disk:/", Severity::kWarning, HAction::kNone, "90 %"}});
+  f.snap.liveness[f.node(2).instance_id].health = Health(Severity::kOk, kT0);
+  auto p = f.plan(kT0 + seconds(1));
+  EXPECT_TRUE(p.writes.nodes.empty());
+  EXPECT_TRUE(p.reboots.empty());
+  EXPECT_TRUE(p.terminations.empty());
 }
 
 TEST(NodeHealthPlan, NodeRecoveryNoneReportsOnceAndRecoversNothing) {
   Fixture f("None");
   f.obs(1).state = InstanceState::kFailed;
   f.obs(1).message = "the node stopped";
-  f.snap.liveness[f.node(2).instance_id].health = {
-      {"verdict", "soft_fault"}, {"checked_at", ToEpochSeconds(kT0)},
-      {"findings", {{{"check", "slurmd"}, {"severity", "soft_fault"}, {"message", "down"}}}}};
+  f.snap.liveness[f.node(2).instance_id].health = Health(
+      Severity::kSoftFault, kT0, {{"slurmd", Severity::kSoftFault, HAction::kReboot, "down"}});
   auto p = f.plan(kT0 + seconds(1));
   EXPECT_TRUE(p.kills.empty());
   EXPECT_TRUE(p.reboots.empty());
@@ -244,7 +269,7 @@ TEST(NodeHealthPlan, NodeRecoveryNoneReportsOnceAndRecoversNothing) {
   EXPECT_TRUE(again.writes.events.empty());
   EXPECT_TRUE(HasMark(again, f.node(1).hostname, "down"));
   // The soft fault clears: healthy again, and Slurm gets the node back.
-  f.snap.liveness[f.node(2).instance_id].health["verdict"] = "ok";
+  f.snap.liveness[f.node(2).instance_id].health->verdict = Severity::kOk;
   f.slurm(2) = {f.node(2).hostname, "down", 0, "Hyperfleet: Health check: slurmd: down", kT0};
   auto healed = f.plan(kT0 + seconds(3));
   const model::Node* back = Written(healed, f.node(2).instance_id);
