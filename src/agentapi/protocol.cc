@@ -1,9 +1,12 @@
 #include "hyperfleet/agentapi/protocol.h"
 
-#include <limits>
+#include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/json_value.h"
 
 namespace hf::agentapi {
 namespace {
@@ -11,112 +14,56 @@ namespace {
 using nlohmann::json;
 
 // ---------------------------------------------------------------------------------------
-// Reading members. `Fits` assigns a JSON value to a C++ member when its type fits.
+// One codec shape for every message: its members are listed once, in a Members overload
+// below, as f(Member{key, read rule, write rule}, member); EncodeMembers and DecodeMembers
+// walk that list. A message with rules of its own (a file's mode, the job report's hot path,
+// what a heartbeat may not refuse) decodes in its own from_json.
 
-bool Fits(const json& v, std::string& out) {
-  if (!v.is_string()) return false;
-  out = v.get_ref<const std::string&>();
-  return true;
-}
-bool Fits(const json& v, bool& out) {
-  if (!v.is_boolean()) return false;
-  out = v.get<bool>();
-  return true;
-}
-bool Fits(const json& v, int64_t& out) {
-  if (!v.is_number_integer()) return false;
-  if (v.is_number_unsigned() &&
-      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return false;
-  }
-  out = v.get<int64_t>();
-  return true;
-}
-bool Fits(const json& v, int& out) {
-  int64_t x = 0;
-  if (!Fits(v, x) || x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) {
-    return false;
-  }
-  out = static_cast<int>(x);
-  return true;
-}
-bool Fits(const json& v, uint64_t& out) {
-  // A value built in C++ from a signed integer is "integer", one parsed from text "unsigned".
-  if (v.is_number_unsigned()) {
-    out = v.get<uint64_t>();
-    return true;
-  }
-  if (!v.is_number_integer() || v.get<int64_t>() < 0) return false;
-  out = static_cast<uint64_t>(v.get<int64_t>());
-  return true;
-}
-bool Fits(const json& v, unsigned& out) {
-  uint64_t x = 0;
-  if (!Fits(v, x) || x > std::numeric_limits<unsigned>::max()) return false;
-  out = static_cast<unsigned>(x);
-  return true;
-}
-bool Fits(const json& v, double& out) {
-  if (!v.is_number()) return false;
-  out = v.get<double>();
-  return true;
-}
+/// How a member is read.
+enum class Read {
+  kOptional,  ///< absent or null: left as it is; another type: an error naming the member
+  kRequired,  ///< as kOptional, and absent is an error too
+  kLenient,   ///< a value of another type reads as absent
+  kVersion,   ///< "version": absent (a program before versions) or not an integer: 0
+  kValid,     ///< an array of commands: the entries that decode, others skipped
+};
+/// When a member is written: always, or only when set (a non-empty string or array; an
+/// std::optional member is written only when set in any case).
+enum class Write { kAlways, kIfSet };
+
+struct Member {
+  const char* key;
+  Read read = Read::kOptional;
+  Write write = Write::kAlways;
+};
 
 template <typename T>
-constexpr const char* TypeName() {
-  if constexpr (std::is_same_v<T, std::string>) return "a string";
-  if constexpr (std::is_same_v<T, bool>) return "a boolean";
-  if constexpr (std::is_same_v<T, double>) return "a number";
-  if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
-  return "an integer";
-}
+constexpr bool kIsOptional = false;
+template <typename T>
+constexpr bool kIsOptional<std::optional<T>> = true;
+template <typename T>
+constexpr bool kIsVector = false;
+template <typename T>
+constexpr bool kIsVector<std::vector<T>> = true;
+/// A value hf::JsonFits reads (a string, number, boolean, or array of strings).
+template <typename T>
+constexpr bool kIsValue = requires(const json& v, T& out) { JsonFits(v, out); };
 
 void RequireObject(const json& j, const char* what) {
   if (!j.is_object()) throw ProtocolError(absl::StrCat(what, " must be a JSON object"));
 }
 
-// Member `key` when present and not null; another type is an error naming it.
+// Array `v` (null: empty), every entry decoded; an entry that does not match is an error
+// naming `key` and its index.
 template <typename T>
-bool Optional(const json& j, const char* key, T& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return false;
-  if (!Fits(*it, out)) throw ProtocolError(absl::StrCat(key, " must be ", TypeName<T>()));
-  return true;
-}
-
-// Member `key`, which must be there (and not null).
-template <typename T>
-void Required(const json& j, const char* key, T& out) {
-  if (!Optional(j, key, out)) throw ProtocolError(absl::StrCat(key, " is missing"));
-}
-
-// Member `key` when present with a fitting type; anything else leaves `out` as it is.
-template <typename T>
-bool Lenient(const json& j, const char* key, T& out) {
-  auto it = j.find(key);
-  return it != j.end() && Fits(*it, out);
-}
-
-// Member `key` when present and fitting, else nullopt.
-template <typename T>
-std::optional<T> LenientOptional(const json& j, const char* key) {
-  T value{};
-  if (!Lenient(j, key, value)) return std::nullopt;
-  return value;
-}
-
-// Array member `key` (absent or null: empty), every entry decoded; an entry that does not
-// match is an error naming its index.
-template <typename T>
-std::vector<T> Array(const json& j, const char* key) {
+std::vector<T> Entries(const char* key, const json* v) {
   std::vector<T> out;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return out;
-  if (!it->is_array()) throw ProtocolError(absl::StrCat(key, " must be an array"));
-  out.reserve(it->size());
-  for (size_t i = 0; i < it->size(); ++i) {
+  if (v == nullptr || v->is_null()) return out;
+  if (!v->is_array()) throw ProtocolError(absl::StrCat(key, " must be an array"));
+  out.reserve(v->size());
+  for (size_t i = 0; i < v->size(); ++i) {
     try {
-      out.push_back((*it)[i].template get<T>());
+      out.push_back((*v)[i].template get<T>());
     } catch (const ProtocolError& e) {
       throw ProtocolError(absl::StrCat(key, "[", i, "]: ", e.what()));
     }
@@ -124,15 +71,14 @@ std::vector<T> Array(const json& j, const char* key) {
   return out;
 }
 
-// Array member `key`, keeping the entries that decode (commands from the control plane:
-// one that does not match is skipped, as an unknown action is).
+// Array `v`, keeping the entries that decode (commands from the control plane: one that does
+// not match is skipped, as an unknown action is).
 template <typename T>
-std::vector<T> ArrayOfValid(const json& j, const char* key) {
+std::vector<T> ValidEntries(const json* v) {
   std::vector<T> out;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_array()) return out;
-  out.reserve(it->size());
-  for (const auto& e : *it) {
+  if (v == nullptr || !v->is_array()) return out;
+  out.reserve(v->size());
+  for (const auto& e : *v) {
     try {
       from_json(e, out.emplace_back());
     } catch (const ProtocolError&) {
@@ -142,17 +88,239 @@ std::vector<T> ArrayOfValid(const json& j, const char* key) {
   return out;
 }
 
-// "version": absent in the messages of programs before this header (0).
-int VersionOf(const json& j) {
-  int version = 0;
-  Lenient(j, "version", version);
-  return version;
+// A plain value by rule `k.read`.
+template <typename T>
+void GetValue(const Member& k, const json* v, T& out) {
+  if (k.read == Read::kVersion) out = T{};
+  if (k.read == Read::kLenient || k.read == Read::kVersion) {
+    if (v != nullptr) JsonFits(*v, out);
+    return;
+  }
+  if (v == nullptr || v->is_null()) {
+    if (k.read == Read::kRequired) throw ProtocolError(absl::StrCat(k.key, " is missing"));
+    return;
+  }
+  if (!JsonFits(*v, out)) throw ProtocolError(absl::StrCat(k.key, " must be ", JsonTypeName<T>()));
+}
+
+// An optional member: set when present with its JSON kind (a fitting value, an array, an
+// object), decoded strictly within; else unset.
+template <typename T>
+std::optional<T> GetOptional(const Member& k, const json* v) {
+  if (v == nullptr) return std::nullopt;
+  if constexpr (kIsValue<T>) {
+    T value{};
+    if (!JsonFits(*v, value)) return std::nullopt;
+    return value;
+  } else if constexpr (kIsVector<T>) {
+    if (!v->is_array()) return std::nullopt;
+    return Entries<typename T::value_type>(k.key, v);
+  } else {
+    if (!v->is_object()) return std::nullopt;
+    return v->template get<T>();
+  }
+}
+
+// Member `k` of object `j` into `out`, by its rule and type. A nested message is decoded when
+// `j` has an object there, and left as it is otherwise.
+template <typename T>
+void Get(const json& j, const Member& k, T& out) {
+  const auto it = j.find(k.key);
+  const json* v = it == j.end() ? nullptr : &*it;
+  if constexpr (kIsValue<T>) {
+    GetValue(k, v, out);
+  } else if constexpr (kIsOptional<T>) {
+    out = GetOptional<typename T::value_type>(k, v);
+  } else if constexpr (kIsVector<T>) {
+    using E = typename T::value_type;
+    out = k.read == Read::kValid ? ValidEntries<E>(v) : Entries<E>(k.key, v);
+  } else if (v != nullptr && v->is_object()) {
+    from_json(*v, out);
+  }
+}
+
+template <typename T>
+void Put(json& j, const Member& k, const T& value) {
+  if constexpr (kIsOptional<T>) {
+    if (value) j[k.key] = *value;
+  } else {
+    if constexpr (requires { value.empty(); }) {
+      if (k.write == Write::kIfSet && value.empty()) return;
+    }
+    j[k.key] = value;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The members of each message (the wire keys, docs/nodes.md "Agent protocol"). Members are
+// read in the order listed (the first that does not match is the error).
+
+template <typename M>
+struct Of {};
+
+void Members(Of<RegisterRequest>, auto& m, auto&& f) {
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"boot_id"}, m.boot_id);
+}
+
+void Members(Of<NodeFile>, auto& m, auto&& f) {  // decoded by its from_json
+  f(Member{"path"}, m.path);
+  f(Member{"mode"}, m.mode);
+  f(Member{"content"}, m.content);
+}
+
+void Members(Of<LifecycleSpec>, auto& m, auto&& f) {  // encoded by its to_json
+  f(Member{"run"}, m.run);
+  f(Member{"source_s3_uri"}, m.source_s3_uri);
+  f(Member{"on_create"}, m.on_create);
+  f(Member{"on_init_complete"}, m.on_init_complete);
+  f(Member{"directory"}, m.directory);
+  f(Member{"timeout_seconds"}, m.timeout_seconds);
+  f(Member{"wait"}, m.wait);
+  f(Member{"wait_reason"}, m.wait_reason);
+  f(Member{"retry_ms"}, m.retry_ms);
+}
+
+void Members(Of<RegisterResponse>, auto& m, auto&& f) {
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"cluster_id"}, m.cluster_id);
+  f(Member{"cluster_name"}, m.cluster_name);
+  f(Member{"group"}, m.group);
+  f(Member{"instance_id"}, m.instance_id);
+  f(Member{"instance_type"}, m.instance_type);
+  f(Member{"heartbeat_seconds"}, m.heartbeat_seconds);
+  f(Member{"expected_gpus"}, m.expected_gpus);
+  f(Member{"files_revision"}, m.files_revision);
+  f(Member{"files"}, m.files);
+  f(Member{"lifecycle"}, m.lifecycle);
+}
+
+void Members(Of<HealthFinding>, auto& m, auto&& f) {
+  f(Member{"check"}, m.check);
+  f(Member{"severity"}, m.severity);
+  f(Member{"action"}, m.action);
+  f(Member{"message"}, m.message);
+}
+
+void Members(Of<HealthReport>, auto& m, auto&& f) {
+  f(Member{"verdict", Read::kRequired}, m.verdict);
+  f(Member{"action"}, m.action);
+  f(Member{"checked_at"}, m.checked_at);
+  f(Member{"duration_ms"}, m.duration_ms);
+  f(Member{"findings"}, m.findings);
+}
+
+void Members(Of<SlurmNode>, auto& m, auto&& f) {
+  f(Member{"name", Read::kRequired}, m.name);
+  f(Member{"state", Read::kRequired}, m.state);
+  f(Member{"reason"}, m.reason);
+  f(Member{"reason_time"}, m.reason_time);
+  f(Member{"alloc_cpus", Read::kLenient}, m.alloc_cpus);
+}
+
+void Members(Of<SlurmJob>, auto& m, auto&& f) {  // decoded by its from_json
+  f(Member{"id"}, m.id);
+  f(Member{"account"}, m.account);
+  f(Member{"qos"}, m.qos);
+  f(Member{"partition"}, m.partition);
+  f(Member{"nodes"}, m.nodes);
+  f(Member{"state"}, m.state);
+  f(Member{"submit_time"}, m.submit_time);
+  f(Member{"reason"}, m.reason);
+  f(Member{"mark", Read::kOptional, Write::kIfSet}, m.mark);
+}
+
+void Members(Of<HeartbeatRequest>, auto& m, auto&& f) {  // decoded by its from_json
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"files_revision"}, m.files_revision);
+  f(Member{"health"}, m.health);
+  f(Member{"slurm_nodes"}, m.slurm_nodes);
+  f(Member{"slurm_jobs"}, m.slurm_jobs);
+}
+
+void Members(Of<SlurmMark>, auto& m, auto&& f) {
+  f(Member{"node", Read::kRequired}, m.node);
+  f(Member{"action", Read::kRequired}, m.action);
+  f(Member{"reason"}, m.reason);
+}
+
+void Members(Of<SlurmJobAction>, auto& m, auto&& f) {
+  f(Member{"job", Read::kRequired}, m.job);
+  f(Member{"action", Read::kRequired}, m.action);
+}
+
+void Members(Of<GovernanceQos>, auto& m, auto&& f) {
+  f(Member{"name", Read::kRequired}, m.name);
+  f(Member{"priority"}, m.priority);  // missing: 0
+}
+
+void Members(Of<Governance>, auto& m, auto&& f) {
+  f(Member{"accounts", Read::kLenient}, m.accounts);  // the string entries of an array
+  f(Member{"qos", Read::kValid}, m.qos);
+}
+
+void Members(Of<HeartbeatResponse>, auto& m, auto&& f) {
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"files_revision"}, m.files_revision);
+  f(Member{"time"}, m.time);
+  f(Member{"files"}, m.files);
+  f(Member{"slurm_marks", Read::kValid, Write::kIfSet}, m.slurm_marks);
+  f(Member{"governance"}, m.governance);
+  f(Member{"slurm_job_actions", Read::kValid, Write::kIfSet}, m.slurm_job_actions);
+}
+
+void Members(Of<LifecycleReport>, auto& m, auto&& f) {
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"state"}, m.state);
+  f(Member{"script"}, m.script);
+  f(Member{"reason", Read::kOptional, Write::kIfSet}, m.reason);
+  f(Member{"exit_code"}, m.exit_code);
+  f(Member{"message", Read::kOptional, Write::kIfSet}, m.message);
+}
+
+void Members(Of<LogEvent>, auto& m, auto&& f) {  // decoded by its from_json
+  f(Member{"timestamp"}, m.timestamp_ms);
+  f(Member{"message"}, m.message);
+}
+
+void Members(Of<LogBatch>, auto& m, auto&& f) {  // decoded by its from_json
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"stream"}, m.stream);
+  f(Member{"events"}, m.events);
+}
+
+void Members(Of<BundleObject>, auto& m, auto&& f) {
+  f(Member{"key", Read::kRequired}, m.key);
+  f(Member{"size", Read::kLenient}, m.size);
+}
+
+void Members(Of<BundleListing>, auto& m, auto&& f) {
+  f(Member{"version", Read::kVersion}, m.version);
+  f(Member{"files", Read::kValid}, m.files);
+}
+
+void Members(Of<ErrorBody>, auto& m, auto&& f) {
+  f(Member{"error", Read::kLenient}, m.error);
+  f(Member{"reason", Read::kLenient, Write::kIfSet}, m.reason);
+}
+
+template <typename M>
+void EncodeMembers(json& j, const M& m) {
+  j = json::object();
+  Members(Of<M>{}, m, [&j](const Member& k, const auto& value) { Put(j, k, value); });
+}
+
+// Checks that `j` is an object (else "<what> must be a JSON object") and reads every member.
+template <typename M>
+void DecodeMembers(const json& j, M& m, const char* what) {
+  RequireObject(j, what);
+  Members(Of<M>{}, m, [&j](const Member& k, auto& value) { Get(j, k, value); });
 }
 
 // A file mode: a number, or an octal string ("0640").
 uint32_t ModeOf(const json& v, const std::string& path) {
   uint32_t mode = 0;
-  if (unsigned m = 0; Fits(v, m)) return m;
+  if (unsigned m = 0; JsonFits(v, m)) return m;
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
     if (!s.empty() && s.size() <= 6 && s.find_first_not_of("01234567") == std::string::npos) {
@@ -163,29 +331,50 @@ uint32_t ModeOf(const json& v, const std::string& path) {
   throw ProtocolError("bad mode for " + path);
 }
 
-template <typename T>
-void PutIfSet(json& j, const char* key, const std::optional<T>& v) {
-  if (v) j[key] = *v;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// Registration
+// The messages whose members are all read and written by their rules above.
 
-void to_json(json& j, const RegisterRequest& m) {
-  j = json{{"version", m.version}, {"boot_id", m.boot_id}};
-}
-
+void to_json(json& j, const RegisterRequest& m) { EncodeMembers(j, m); }
 void from_json(const json& j, RegisterRequest& m) {
-  RequireObject(j, "the register request");
-  m.version = VersionOf(j);
-  Optional(j, "boot_id", m.boot_id);
+  DecodeMembers(j, m, "the register request");
 }
+void to_json(json& j, const RegisterResponse& m) { EncodeMembers(j, m); }
+void from_json(const json& j, RegisterResponse& m) {
+  DecodeMembers(j, m, "the register response");
+}
+void to_json(json& j, const HealthFinding& m) { EncodeMembers(j, m); }
+void from_json(const json& j, HealthFinding& m) { DecodeMembers(j, m, "a finding"); }
+void to_json(json& j, const HealthReport& m) { EncodeMembers(j, m); }
+void from_json(const json& j, HealthReport& m) { DecodeMembers(j, m, "health"); }
+void to_json(json& j, const SlurmNode& m) { EncodeMembers(j, m); }
+void from_json(const json& j, SlurmNode& m) { DecodeMembers(j, m, "a Slurm node"); }
+void to_json(json& j, const SlurmMark& m) { EncodeMembers(j, m); }
+void from_json(const json& j, SlurmMark& m) { DecodeMembers(j, m, "a Slurm mark"); }
+void to_json(json& j, const SlurmJobAction& m) { EncodeMembers(j, m); }
+void from_json(const json& j, SlurmJobAction& m) { DecodeMembers(j, m, "a job action"); }
+void to_json(json& j, const GovernanceQos& m) { EncodeMembers(j, m); }
+void from_json(const json& j, GovernanceQos& m) { DecodeMembers(j, m, "a QOS"); }
+void to_json(json& j, const Governance& m) { EncodeMembers(j, m); }
+void from_json(const json& j, Governance& m) { DecodeMembers(j, m, "governance"); }
+void to_json(json& j, const HeartbeatResponse& m) { EncodeMembers(j, m); }
+void from_json(const json& j, HeartbeatResponse& m) {
+  DecodeMembers(j, m, "the heartbeat response");
+}
+void to_json(json& j, const LifecycleReport& m) { EncodeMembers(j, m); }
+void from_json(const json& j, LifecycleReport& m) {
+  DecodeMembers(j, m, "the lifecycle report");
+}
+void to_json(json& j, const BundleObject& m) { EncodeMembers(j, m); }
+void from_json(const json& j, BundleObject& m) { DecodeMembers(j, m, "a bundle object"); }
+void to_json(json& j, const ErrorBody& m) { EncodeMembers(j, m); }
+void from_json(const json& j, ErrorBody& m) { DecodeMembers(j, m, "the error"); }
 
-void to_json(json& j, const NodeFile& m) {
-  j = json{{"path", m.path}, {"mode", m.mode}, {"content", m.content}};
-}
+// ---------------------------------------------------------------------------------------
+// Messages with rules of their own: written by their member lists, read here.
+
+void to_json(json& j, const NodeFile& m) { EncodeMembers(j, m); }
 
 void from_json(const json& j, NodeFile& m) {
   if (!j.is_object() || !j.contains("path") || !j["path"].is_string()) {
@@ -193,11 +382,12 @@ void from_json(const json& j, NodeFile& m) {
   }
   m.path = j["path"].get<std::string>();
   if (auto it = j.find("mode"); it != j.end()) m.mode = ModeOf(*it, m.path);
-  if (auto it = j.find("content"); it != j.end() && !Fits(*it, m.content)) {
+  if (auto it = j.find("content"); it != j.end() && !JsonFits(*it, m.content)) {
     throw ProtocolError("content of " + m.path + " is not a string");
   }
 }
 
+// Only what the agent acts on: the script members when it runs them, the retry when held.
 void to_json(json& j, const LifecycleSpec& m) {
   j = json{{"run", m.run}};
   if (m.wait) {
@@ -214,136 +404,36 @@ void to_json(json& j, const LifecycleSpec& m) {
   }
 }
 
-void from_json(const json& j, LifecycleSpec& m) {
-  RequireObject(j, "lifecycle");
-  Optional(j, "run", m.run);
-  Optional(j, "source_s3_uri", m.source_s3_uri);
-  Optional(j, "on_create", m.on_create);
-  Optional(j, "on_init_complete", m.on_init_complete);
-  Optional(j, "directory", m.directory);
-  Optional(j, "timeout_seconds", m.timeout_seconds);
-  Optional(j, "wait", m.wait);
-  Optional(j, "wait_reason", m.wait_reason);
-  Optional(j, "retry_ms", m.retry_ms);
-}
+void from_json(const json& j, LifecycleSpec& m) { DecodeMembers(j, m, "lifecycle"); }
 
-void to_json(json& j, const RegisterResponse& m) {
-  j = json{{"version", m.version},
-           {"cluster_id", m.cluster_id},
-           {"cluster_name", m.cluster_name},
-           {"group", m.group},
-           {"instance_id", m.instance_id},
-           {"instance_type", m.instance_type},
-           {"heartbeat_seconds", m.heartbeat_seconds},
-           {"files_revision", m.files_revision},
-           {"files", m.files},
-           {"lifecycle", m.lifecycle}};
-  PutIfSet(j, "expected_gpus", m.expected_gpus);
-}
-
-void from_json(const json& j, RegisterResponse& m) {
-  RequireObject(j, "the register response");
-  m.version = VersionOf(j);
-  Optional(j, "cluster_id", m.cluster_id);
-  Optional(j, "cluster_name", m.cluster_name);
-  Optional(j, "group", m.group);
-  Optional(j, "instance_id", m.instance_id);
-  Optional(j, "instance_type", m.instance_type);
-  Optional(j, "heartbeat_seconds", m.heartbeat_seconds);
-  m.expected_gpus = LenientOptional<unsigned>(j, "expected_gpus");
-  Optional(j, "files_revision", m.files_revision);
-  m.files = Array<NodeFile>(j, "files");
-  if (auto it = j.find("lifecycle"); it != j.end() && it->is_object()) {
-    m.lifecycle = it->get<LifecycleSpec>();
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Heartbeats
-
-void to_json(json& j, const HealthFinding& m) {
-  j = json{{"check", m.check}, {"severity", m.severity}, {"action", m.action},
-           {"message", m.message}};
-}
-
-void from_json(const json& j, HealthFinding& m) {
-  RequireObject(j, "a finding");
-  Optional(j, "check", m.check);
-  Optional(j, "severity", m.severity);
-  Optional(j, "action", m.action);
-  Optional(j, "message", m.message);
-}
-
-void to_json(json& j, const HealthReport& m) {
-  j = json{{"verdict", m.verdict},         {"action", m.action},
-           {"checked_at", m.checked_at},   {"duration_ms", m.duration_ms},
-           {"findings", m.findings}};
-}
-
-void from_json(const json& j, HealthReport& m) {
-  RequireObject(j, "health");
-  Required(j, "verdict", m.verdict);
-  Optional(j, "action", m.action);
-  Optional(j, "checked_at", m.checked_at);
-  Optional(j, "duration_ms", m.duration_ms);
-  m.findings = Array<HealthFinding>(j, "findings");
-}
-
-void to_json(json& j, const SlurmNode& m) {
-  j = json{{"name", m.name},
-           {"state", m.state},
-           {"alloc_cpus", m.alloc_cpus},
-           {"reason", m.reason},
-           {"reason_time", m.reason_time}};
-}
-
-void from_json(const json& j, SlurmNode& m) {
-  RequireObject(j, "a Slurm node");
-  Required(j, "name", m.name);
-  Required(j, "state", m.state);
-  Optional(j, "reason", m.reason);
-  Optional(j, "reason_time", m.reason_time);
-  Lenient(j, "alloc_cpus", m.alloc_cpus);
-}
-
-void to_json(json& j, const SlurmJob& m) {
-  j = json{{"id", m.id},
-           {"account", m.account},
-           {"qos", m.qos},
-           {"partition", m.partition},
-           {"nodes", m.nodes},
-           {"state", m.state},
-           {"submit_time", m.submit_time},
-           {"reason", m.reason}};
-  if (!m.mark.empty()) j["mark"] = m.mark;
-}
+void to_json(json& j, const SlurmJob& m) { EncodeMembers(j, m); }
 
 // Lenient but for the id: the governance ignores what it cannot read, job by job. One pass
-// over the members: a controller reports every governed job every second.
+// over the members (the object's map itself, keys compared as views, length first): a
+// controller reports every governed job every second, and this is most of a heartbeat's cost.
 void from_json(const json& j, SlurmJob& m) {
   bool has_id = false;
   if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      const std::string& key = it.key();
-      const json& v = it.value();
+    for (const auto& [name, v] : j.get_ref<const json::object_t&>()) {
+      const std::string_view key = name;
       if (key == "id") {
-        has_id = Fits(v, m.id);
+        has_id = JsonFits(v, m.id);
       } else if (key == "nodes") {
-        if (double nodes = 0; Fits(v, nodes)) m.nodes = static_cast<int64_t>(nodes);
+        if (double nodes = 0; JsonFits(v, nodes)) m.nodes = static_cast<int64_t>(nodes);
       } else if (key == "submit_time") {
-        Fits(v, m.submit_time);
+        JsonFits(v, m.submit_time);
       } else if (key == "account") {
-        Fits(v, m.account);
+        JsonFits(v, m.account);
       } else if (key == "state") {
-        Fits(v, m.state);
+        JsonFits(v, m.state);
       } else if (key == "reason") {
-        Fits(v, m.reason);
+        JsonFits(v, m.reason);
       } else if (key == "qos") {
-        Fits(v, m.qos);
+        JsonFits(v, m.qos);
       } else if (key == "partition") {
-        Fits(v, m.partition);
+        JsonFits(v, m.partition);
       } else if (key == "mark") {
-        Fits(v, m.mark);
+        JsonFits(v, m.mark);
       }
     }
   }
@@ -351,9 +441,7 @@ void from_json(const json& j, SlurmJob& m) {
 }
 
 void to_json(json& j, const SlurmJobsReport& m) {
-  json partitions = json::object();
-  for (const auto& [name, nodes] : m.partitions) partitions[name] = nodes;
-  j = json{{"jobs", m.jobs}, {"partitions", std::move(partitions)}};
+  j = json{{"jobs", m.jobs}, {"partitions", json(m.partitions)}};
 }
 
 void from_json(const json& j, SlurmJobsReport& m) {
@@ -361,46 +449,38 @@ void from_json(const json& j, SlurmJobsReport& m) {
   if (!j.is_object() || jobs == j.end() || !jobs->is_array()) {
     throw ProtocolError("slurm_jobs needs a jobs array");
   }
-  m.jobs = ArrayOfValid<SlurmJob>(j, "jobs");
+  m.jobs = ValidEntries<SlurmJob>(&*jobs);
   m.partitions.clear();
   auto partitions = j.find("partitions");
   if (partitions == j.end() || !partitions->is_object()) return;
   for (auto it = partitions->begin(); it != partitions->end(); ++it) {
-    if (!it.value().is_array()) continue;
-    auto& hosts = m.partitions[it.key()];
-    for (const auto& h : it.value()) {
-      if (h.is_string()) hosts.push_back(h.get<std::string>());
+    if (std::vector<std::string> hosts; JsonFits(it.value(), hosts)) {
+      m.partitions[it.key()] = std::move(hosts);
     }
   }
 }
 
-void to_json(json& j, const HeartbeatRequest& m) {
-  j = json{{"version", m.version}};
-  PutIfSet(j, "files_revision", m.files_revision);
-  PutIfSet(j, "health", m.health);
-  PutIfSet(j, "slurm_nodes", m.slurm_nodes);
-  PutIfSet(j, "slurm_jobs", m.slurm_jobs);
-}
+void to_json(json& j, const HeartbeatRequest& m) { EncodeMembers(j, m); }
 
+// What may not cost an agent its heartbeat (liveness is the point) reads as absent.
 void from_json(const json& j, HeartbeatRequest& m) {
   RequireObject(j, "the heartbeat");
-  m.version = VersionOf(j);
-  m.files_revision = LenientOptional<int64_t>(j, "files_revision");
+  const Member version{"version", Read::kVersion}, revision{"files_revision"};
+  Get(j, version, m.version);
+  Get(j, revision, m.files_revision);
   m.health.reset();
   if (auto it = j.find("health"); it != j.end()) {
     try {
       m.health = it->get<HealthReport>();
     } catch (const ProtocolError&) {
-      // An unreadable report is no reason to refuse the heartbeat: liveness is the point.
+      // An unreadable report is no reason to refuse the heartbeat.
     }
   }
   m.slurm_nodes.reset();
-  if (j.contains("slurm_nodes")) {
-    if (!j["slurm_nodes"].is_array()) throw ProtocolError("slurm_nodes must be an array");
-    if (j["slurm_nodes"].size() > kMaxSlurmNodes) {
-      throw ProtocolError("slurm_nodes has too many entries");
-    }
-    m.slurm_nodes = Array<SlurmNode>(j, "slurm_nodes");
+  if (auto it = j.find("slurm_nodes"); it != j.end()) {
+    if (!it->is_array()) throw ProtocolError("slurm_nodes must be an array");
+    if (it->size() > kMaxSlurmNodes) throw ProtocolError("slurm_nodes has too many entries");
+    m.slurm_nodes = Entries<SlurmNode>("slurm_nodes", &*it);
   }
   m.slurm_jobs.reset();
   if (auto it = j.find("slurm_jobs"); it != j.end()) {
@@ -412,120 +492,22 @@ void from_json(const json& j, HeartbeatRequest& m) {
   }
 }
 
-void to_json(json& j, const SlurmMark& m) {
-  j = json{{"node", m.node}, {"action", m.action}, {"reason", m.reason}};
-}
-
-void from_json(const json& j, SlurmMark& m) {
-  RequireObject(j, "a Slurm mark");
-  Required(j, "node", m.node);
-  Required(j, "action", m.action);
-  Optional(j, "reason", m.reason);
-}
-
-void to_json(json& j, const SlurmJobAction& m) {
-  j = json{{"job", m.job}, {"action", m.action}};
-}
-
-void from_json(const json& j, SlurmJobAction& m) {
-  RequireObject(j, "a job action");
-  Required(j, "job", m.job);
-  Required(j, "action", m.action);
-}
-
-void to_json(json& j, const GovernanceQos& m) {
-  j = json{{"name", m.name}, {"priority", m.priority}};
-}
-
-void from_json(const json& j, GovernanceQos& m) {
-  RequireObject(j, "a QOS");
-  Required(j, "name", m.name);
-  Optional(j, "priority", m.priority);  // missing: 0
-}
-
-void to_json(json& j, const Governance& m) {
-  j = json{{"accounts", m.accounts}, {"qos", m.qos}};
-}
-
-void from_json(const json& j, Governance& m) {
-  RequireObject(j, "governance");
-  m.accounts.clear();
-  if (auto it = j.find("accounts"); it != j.end() && it->is_array()) {
-    for (const auto& a : *it) {
-      if (a.is_string()) m.accounts.push_back(a.get<std::string>());
-    }
-  }
-  m.qos = ArrayOfValid<GovernanceQos>(j, "qos");
-}
-
-void to_json(json& j, const HeartbeatResponse& m) {
-  j = json{{"version", m.version}};
-  PutIfSet(j, "files_revision", m.files_revision);
-  PutIfSet(j, "time", m.time);
-  PutIfSet(j, "files", m.files);
-  if (!m.slurm_marks.empty()) j["slurm_marks"] = m.slurm_marks;
-  PutIfSet(j, "governance", m.governance);
-  if (!m.slurm_job_actions.empty()) j["slurm_job_actions"] = m.slurm_job_actions;
-}
-
-void from_json(const json& j, HeartbeatResponse& m) {
-  RequireObject(j, "the heartbeat response");
-  m.version = VersionOf(j);
-  m.files_revision = LenientOptional<int64_t>(j, "files_revision");
-  m.time = LenientOptional<double>(j, "time");
-  m.files.reset();
-  if (auto it = j.find("files"); it != j.end() && it->is_array()) {
-    m.files = Array<NodeFile>(j, "files");
-  }
-  m.slurm_marks = ArrayOfValid<SlurmMark>(j, "slurm_marks");
-  m.governance.reset();
-  if (auto it = j.find("governance"); it != j.end() && it->is_object()) {
-    m.governance = it->get<Governance>();
-  }
-  m.slurm_job_actions = ArrayOfValid<SlurmJobAction>(j, "slurm_job_actions");
-}
-
-// ---------------------------------------------------------------------------------------
-// Lifecycle output and results, the bundle, errors
-
-void to_json(json& j, const LifecycleReport& m) {
-  j = json{{"version", m.version}, {"state", m.state}, {"script", m.script}};
-  if (!m.reason.empty()) j["reason"] = m.reason;
-  PutIfSet(j, "exit_code", m.exit_code);
-  if (!m.message.empty()) j["message"] = m.message;
-}
-
-void from_json(const json& j, LifecycleReport& m) {
-  RequireObject(j, "the lifecycle report");
-  m.version = VersionOf(j);
-  Optional(j, "state", m.state);
-  Optional(j, "script", m.script);
-  Optional(j, "reason", m.reason);
-  m.exit_code = LenientOptional<int>(j, "exit_code");
-  Optional(j, "message", m.message);
-}
-
-void to_json(json& j, const LogEvent& m) {
-  j = json::object();
-  PutIfSet(j, "timestamp", m.timestamp_ms);
-  j["message"] = m.message;
-}
+void to_json(json& j, const LogEvent& m) { EncodeMembers(j, m); }
 
 void from_json(const json& j, LogEvent& m) {
-  if (!j.is_object() || !Lenient(j, "message", m.message)) {
+  const auto message = j.is_object() ? j.find("message") : j.end();
+  if (message == j.end() || !JsonFits(*message, m.message)) {
     throw ProtocolError("each event needs a string message");
   }
-  m.timestamp_ms = LenientOptional<int64_t>(j, "timestamp");
+  Get(j, Member{"timestamp"}, m.timestamp_ms);
 }
 
-void to_json(json& j, const LogBatch& m) {
-  j = json{{"version", m.version}, {"stream", m.stream}, {"events", m.events}};
-}
+void to_json(json& j, const LogBatch& m) { EncodeMembers(j, m); }
 
 void from_json(const json& j, LogBatch& m) {
   RequireObject(j, "the log batch");
-  m.version = VersionOf(j);
-  Optional(j, "stream", m.stream);
+  Get(j, Member{"version", Read::kVersion}, m.version);
+  Get(j, Member{"stream"}, m.stream);
   auto events = j.find("events");
   if (events == j.end() || !events->is_array()) throw ProtocolError("events must be an array");
   m.events.clear();
@@ -533,35 +515,13 @@ void from_json(const json& j, LogBatch& m) {
   for (const auto& e : *events) m.events.push_back(e.get<LogEvent>());
 }
 
-void to_json(json& j, const BundleObject& m) { j = json{{"key", m.key}, {"size", m.size}}; }
-
-void from_json(const json& j, BundleObject& m) {
-  RequireObject(j, "a bundle object");
-  Required(j, "key", m.key);
-  Lenient(j, "size", m.size);
-}
-
-void to_json(json& j, const BundleListing& m) {
-  j = json{{"version", m.version}, {"files", m.files}};
-}
+void to_json(json& j, const BundleListing& m) { EncodeMembers(j, m); }
 
 void from_json(const json& j, BundleListing& m) {
   if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) {
     throw ProtocolError("malformed listing from the control plane");
   }
-  m.version = VersionOf(j);
-  m.files = ArrayOfValid<BundleObject>(j, "files");
-}
-
-void to_json(json& j, const ErrorBody& m) {
-  j = json{{"error", m.error}};
-  if (!m.reason.empty()) j["reason"] = m.reason;
-}
-
-void from_json(const json& j, ErrorBody& m) {
-  RequireObject(j, "the error");
-  Lenient(j, "error", m.error);
-  Lenient(j, "reason", m.reason);
+  DecodeMembers(j, m, "the bundle listing");
 }
 
 }  // namespace hf::agentapi
