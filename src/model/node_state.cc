@@ -6,8 +6,7 @@
 namespace hf::model {
 namespace {
 
-// One table per enum: value and its string, used both ways. Function-local statics: safe to
-// use during static initialisation.
+// One table per enum: value and its string, used both ways.
 template <typename E>
 using Names = std::vector<std::pair<E, std::string>>;
 
@@ -15,37 +14,30 @@ using Action = NodeRecoveryRequest::Action;
 using Kind = NodeFault::Kind;
 using Source = NodeRecoveryRequest::Source;
 
-const Names<InstanceStatus>& Statuses() {
-  static const Names<InstanceStatus> names{{InstanceStatus::kPending, "Pending"},
-                                           {InstanceStatus::kRunning, "Running"},
-                                           {InstanceStatus::kFailure, "Failure"},
-                                           {InstanceStatus::kShuttingDown, "ShuttingDown"}};
-  return names;
-}
+struct Tables {
+  Names<InstanceStatus> statuses{{InstanceStatus::kPending, "Pending"},
+                                 {InstanceStatus::kRunning, "Running"},
+                                 {InstanceStatus::kFailure, "Failure"},
+                                 {InstanceStatus::kShuttingDown, "ShuttingDown"}};
+  Names<Action> actions{{Action::kReboot, "Reboot"}, {Action::kReplace, "Replace"}};
+  Names<Kind> kinds{{Kind::kDead, "Dead"},
+                    {Kind::kUnresponsive, "Unresponsive"},
+                    {Kind::kHardwareFault, "HardwareFault"},
+                    {Kind::kSoftwareFault, "SoftwareFault"},
+                    {Kind::kReplacementFailed, "ReplacementFailed"}};
+  Names<Source> sources{{Source::kApi, ""},
+                        {Source::kSlurmAction, "Requested"},
+                        {Source::kDead, "Dead"},
+                        {Source::kUnresponsive, "Unresponsive"},
+                        {Source::kHardwareFault, "HardwareFault"},
+                        {Source::kSoftwareFault, "SoftwareFault"},
+                        {Source::kReplacementFailed, "ReplacementFailed"}};
+};
 
-const Names<Action>& Actions() {
-  static const Names<Action> names{{Action::kReboot, "Reboot"}, {Action::kReplace, "Replace"}};
-  return names;
-}
-
-const Names<Kind>& Kinds() {
-  static const Names<Kind> names{{Kind::kDead, "Dead"},
-                                 {Kind::kUnresponsive, "Unresponsive"},
-                                 {Kind::kHardwareFault, "HardwareFault"},
-                                 {Kind::kSoftwareFault, "SoftwareFault"},
-                                 {Kind::kReplacementFailed, "ReplacementFailed"}};
-  return names;
-}
-
-const Names<Source>& Sources() {
-  static const Names<Source> names{{Source::kApi, ""},
-                                   {Source::kSlurmAction, "Requested"},
-                                   {Source::kDead, "Dead"},
-                                   {Source::kUnresponsive, "Unresponsive"},
-                                   {Source::kHardwareFault, "HardwareFault"},
-                                   {Source::kSoftwareFault, "SoftwareFault"},
-                                   {Source::kReplacementFailed, "ReplacementFailed"}};
-  return names;
+// A function-local static: safe to use during static initialisation.
+const Tables& T() {
+  static const Tables tables;
+  return tables;
 }
 
 template <typename E>
@@ -67,17 +59,17 @@ std::optional<E> ValueOf(const Names<E>& names, std::string_view text) {
 
 }  // namespace
 
-const std::string& ToString(InstanceStatus s) { return NameOf(Statuses(), s); }
-const std::string& ToString(Action a) { return NameOf(Actions(), a); }
-const std::string& ToString(Source s) { return NameOf(Sources(), s); }
-const std::string& ToString(Kind k) { return NameOf(Kinds(), k); }
+const std::string& ToString(InstanceStatus s) { return NameOf(T().statuses, s); }
+const std::string& ToString(Action a) { return NameOf(T().actions, a); }
+const std::string& ToString(Source s) { return NameOf(T().sources, s); }
+const std::string& ToString(Kind k) { return NameOf(T().kinds, k); }
 
 std::optional<InstanceStatus> ParseInstanceStatus(std::string_view s) {
-  return ValueOf(Statuses(), s);
+  return ValueOf(T().statuses, s);
 }
-std::optional<Action> ParseRecoveryAction(std::string_view s) { return ValueOf(Actions(), s); }
-std::optional<Source> ParseRecoverySource(std::string_view s) { return ValueOf(Sources(), s); }
-std::optional<Kind> ParseFaultKind(std::string_view s) { return ValueOf(Kinds(), s); }
+std::optional<Action> ParseRecoveryAction(std::string_view s) { return ValueOf(T().actions, s); }
+std::optional<Source> ParseRecoverySource(std::string_view s) { return ValueOf(T().sources, s); }
+std::optional<Kind> ParseFaultKind(std::string_view s) { return ValueOf(T().kinds, s); }
 
 std::ostream& operator<<(std::ostream& os, InstanceStatus s) { return os << ToString(s); }
 

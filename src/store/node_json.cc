@@ -1,8 +1,12 @@
 #include "store/node_json.h"
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "hyperfleet/common/json_value.h"
 
 namespace hf::store {
 namespace {
@@ -53,15 +57,19 @@ void FaultFields(Fault& x, F&& f) {
   f("RetryAt", x.retry_at, d.retry_at);
 }
 
-json Encode(const std::string& v) { return v; }
-json Encode(bool v) { return v; }
-json Encode(int v) { return v; }
-json Encode(SystemTime v) { return ToEpochSeconds(v); }
-json Encode(const std::optional<SystemTime>& v) { return ToEpochSeconds(*v); }
-json Encode(const std::vector<std::string>& v) { return v; }
-json Encode(Request::Action v) { return model::ToString(v); }
-json Encode(Request::Source v) { return model::ToString(v); }
-json Encode(model::NodeFault::Kind v) { return model::ToString(v); }
+/// A member's stored JSON: times as epoch seconds, enums as their names.
+template <typename V>
+json Encode(const V& v) {
+  if constexpr (std::is_same_v<V, SystemTime>) {
+    return ToEpochSeconds(v);
+  } else if constexpr (std::is_same_v<V, std::optional<SystemTime>>) {
+    return ToEpochSeconds(*v);
+  } else if constexpr (std::is_enum_v<V>) {
+    return model::ToString(v);
+  } else {
+    return v;
+  }
+}
 
 /// A recovery's action and a fault's kind are always stored: without them the object means
 /// nothing.
@@ -78,56 +86,33 @@ struct Writer {
   }
 };
 
-// Decoders: false when `j` does not hold a value of the type.
-bool Decode(const json& j, std::string& v) {
-  if (!j.is_string()) return false;
-  v = j.get<std::string>();
-  return true;
+std::optional<Request::Action> ParseEnum(std::string_view s, Request::Action) {
+  return model::ParseRecoveryAction(s);
 }
-bool Decode(const json& j, bool& v) {
-  if (!j.is_boolean()) return false;
-  v = j.get<bool>();
-  return true;
+std::optional<Request::Source> ParseEnum(std::string_view s, Request::Source) {
+  return model::ParseRecoverySource(s);
 }
-bool Decode(const json& j, int& v) {
-  if (!j.is_number_integer()) return false;
-  v = j.get<int>();
-  return true;
+std::optional<model::NodeFault::Kind> ParseEnum(std::string_view s, model::NodeFault::Kind) {
+  return model::ParseFaultKind(s);
 }
-bool Decode(const json& j, SystemTime& v) {
-  if (!j.is_number()) return false;
-  v = FromEpochSeconds(j.get<double>());
-  return true;
-}
-bool Decode(const json& j, std::optional<SystemTime>& v) {
-  SystemTime t;
-  if (!Decode(j, t)) return false;
-  v = t;
-  return true;
-}
-bool Decode(const json& j, std::vector<std::string>& v) {
-  if (!j.is_array()) return false;
-  v.clear();
-  for (const auto& s : j) {
-    if (s.is_string()) v.push_back(s.get<std::string>());
+
+/// Reads stored JSON `j` into `v` (the inverse of Encode); false, leaving `v`, when `j` does
+/// not hold a value of its type (hf::JsonFits) or names no value of its enum.
+template <typename V>
+bool Decode(const json& j, V& v) {
+  if constexpr (std::is_same_v<V, SystemTime> || std::is_same_v<V, std::optional<SystemTime>>) {
+    double seconds = 0;
+    if (!JsonFits(j, seconds)) return false;
+    v = FromEpochSeconds(seconds);
+    return true;
+  } else if constexpr (std::is_enum_v<V>) {
+    if (!j.is_string()) return false;
+    auto e = ParseEnum(j.get_ref<const std::string&>(), v);
+    if (e) v = *e;
+    return e.has_value();
+  } else {
+    return JsonFits(j, v);
   }
-  return true;
-}
-template <typename E>
-bool DecodeEnum(const json& j, E& v, std::optional<E> (*parse)(std::string_view)) {
-  if (!j.is_string()) return false;
-  auto e = parse(j.get_ref<const std::string&>());
-  if (e) v = *e;
-  return e.has_value();
-}
-bool Decode(const json& j, Request::Action& v) {
-  return DecodeEnum(j, v, model::ParseRecoveryAction);
-}
-bool Decode(const json& j, Request::Source& v) {
-  return DecodeEnum(j, v, model::ParseRecoverySource);
-}
-bool Decode(const json& j, model::NodeFault::Kind& v) {
-  return DecodeEnum(j, v, model::ParseFaultKind);
 }
 
 /// Reads the members present; `bad` when an action or fault kind is missing or unknown (the
@@ -176,10 +161,8 @@ void ReadNodeBody(const nlohmann::json& body, model::Node& n) {
   n.lifecycle_state = body.value("lcs_state", "");
   n.lifecycle_message = body.value("lcs_message", "");
   n.slurm_conf_nodes.clear();
-  if (auto it = body.find("slurm_conf_nodes"); it != body.end() && it->is_array()) {
-    for (const auto& name : *it) {
-      if (name.is_string()) n.slurm_conf_nodes.push_back(name.get<std::string>());
-    }
+  if (auto it = body.find("slurm_conf_nodes"); it != body.end()) {
+    JsonFits(*it, n.slurm_conf_nodes);  // the string entries of an array
   }
   if (auto it = body.find("marks"); it != body.end() && it->is_object()) {
     Reader marks{*it};
