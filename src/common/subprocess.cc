@@ -257,6 +257,13 @@ void Subprocess::Reset() {
 
 void Subprocess::CloseStdin() { CloseFd(in_); }
 
+pid_t Subprocess::Release() {
+  const pid_t pid = exit_ ? -1 : pid_;
+  pid_ = -1;  // so Reset() neither kills nor waits
+  Reset();
+  return pid;
+}
+
 void Subprocess::Kill(int sig) {
   if (pid_ <= 0) return;
   if (leads_group_) {

@@ -130,6 +130,11 @@ class Subprocess {
   std::optional<ProcessExit> TryWait();
   /// Blocks until the child has ended and reaps it; the same exit on later calls.
   ProcessExit Wait();
+  /// Gives the child up, for one that must outlive this object (a node supervisor): closes
+  /// the parent's pipe ends and pidfd, forgets the child (no kill or reap at destruction) and
+  /// returns its pid (-1 when there was none, or it was already reaped). Whoever calls
+  /// waitpid for that pid reaps it; init does once this process has exited.
+  pid_t Release();
 
  private:
   Subprocess() = default;

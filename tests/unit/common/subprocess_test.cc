@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -357,6 +358,32 @@ TEST(Subprocess, PipesBothWaysAndKillOnDestruction) {
   }
   EXPECT_EQ(::kill(pid, 0), -1);  // killed and reaped: no zombie left
   EXPECT_EQ(errno, ESRCH);
+}
+
+// A released child outlives its Subprocess (a node supervisor outlives the server's record of
+// it) and is reaped by whoever waits for its pid.
+TEST(Subprocess, ReleasedChildOutlivesTheObject) {
+  ProcessSpec spec;
+  spec.argv = {"sleep", "30"};
+  spec.out = Stdio::Pipe();
+  spec.group = ProcessGroup::kNewSession;
+  pid_t pid = -1;
+  {
+    auto s = Subprocess::Spawn(spec);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const pid_t spawned = s->pid();
+    pid = s->Release();
+    EXPECT_EQ(pid, spawned);
+    EXPECT_EQ(s->pid(), -1);
+    EXPECT_EQ(s->stdout_fd(), -1);
+    EXPECT_EQ(s->Release(), -1);  // nothing left to give up
+  }
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(::kill(pid, 0), 0);  // still running: the destructor left it alone
+  int status = 0;
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(ProcessExit::FromWaitStatus(status), (ProcessExit{128 + SIGKILL, SIGKILL}));
 }
 
 TEST(FindProgram, PathThenTheSbinDirectories) {
