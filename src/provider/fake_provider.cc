@@ -1,10 +1,7 @@
 #include "hyperfleet/provider/fake_provider.h"
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/fs.h"
 
 namespace hf::provider {
 namespace {
@@ -145,11 +142,9 @@ void FakeProvider::expireLocked(SystemTime now) {
 
 Status FakeProvider::load() {
   if (options_.state_file.empty()) return absl::OkStatus();
-  std::ifstream in(options_.state_file);
-  if (!in) return absl::OkStatus();  // first start
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
+  auto text = ReadFile(options_.state_file);
+  if (!text.ok()) return absl::OkStatus();  // first start
+  json j = json::parse(*text, nullptr, false);
   if (!j.is_object()) {
     return absl::InternalError(
         absl::StrCat("fake provider state ", options_.state_file, " is not valid JSON"));
@@ -199,18 +194,9 @@ Status FakeProvider::saveLocked() {
     if (r.terminated) o["terminated"] = ToEpochSeconds(*r.terminated);
     instances.push_back(std::move(o));
   }
-  // Write-then-rename so a crash leaves either the old or the new file, never half of one.
-  const std::string tmp = options_.state_file + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << json{{"next_ip", next_ip_}, {"instances", instances}}.dump();
-    out.flush();
-    if (!out) return absl::InternalError("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), options_.state_file.c_str()) != 0) {
-    return absl::InternalError("cannot rename " + tmp);
-  }
-  return absl::OkStatus();
+  // Atomic: a crash leaves either the old or the new file, never half of one.
+  return WriteFileAtomically(options_.state_file,
+                             json{{"next_ip", next_ip_}, {"instances", instances}}.dump(), 0644);
 }
 
 }  // namespace hf::provider

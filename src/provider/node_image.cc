@@ -15,14 +15,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "hyperfleet/common/paths.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/mountinfo.h"
+#include "hyperfleet/common/subprocess.h"
 #include "provider/recipe_runner.h"
 
 namespace hf::data {
@@ -53,35 +56,19 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// The lines of /proc/self/mountinfo (paths in it escape space, tab, newline and backslash as \ooo).
-std::vector<std::string> MountInfoLines() {
-  std::vector<std::string> lines;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 3)), nullptr, 8)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // True when something is mounted at or below `dir` in this mount namespace.
 bool HasMountsUnder(const std::string& dir) {
-  for (const std::string& line : MountInfoLines()) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
-    std::string mp = Unescape(mount_point);
-    if (mp == dir || mp.rfind(dir + "/", 0) == 0) return true;
+  for (const MountEntry& m : ReadMountInfo().value_or(std::vector<MountEntry>{})) {
+    if (m.mount_point == dir || m.mount_point.rfind(dir + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
+// True when a mount names a path below `dir` (an overlay's lowerdir, a bind's source).
+bool MountNamesPathUnder(const MountEntry& m, const std::string& dir) {
+  const std::string below = dir + "/";
+  for (const std::string* field : {&m.root, &m.mount_point, &m.source, &m.super_options}) {
+    if (field->find(below) != std::string::npos) return true;
   }
   return false;
 }
@@ -105,7 +92,7 @@ class BuildLock {
  public:
   static StatusOr<BuildLock> Acquire(const std::string& image_dir,
                                      const NodeImageOptions& options) {
-    HF_RETURN_IF_ERROR(EnsureDirectory(image_dir, 0755));  // nodes' overlays read below it
+    HF_RETURN_IF_ERROR(MakeDirs(image_dir, 0755));  // nodes' overlays read below it
     std::string path = image_dir + "/.lock";
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", ErrnoText(errno)));
@@ -132,36 +119,19 @@ class BuildLock {
   int fd_;
 };
 
-// Finds an executable in $PATH or the sbin dirs (a non-login root shell may lack them).
-bool HaveProgram(std::string_view name) {
-  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
-  path += ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin";
-  std::istringstream dirs(path);
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    std::string candidate = absl::StrCat(dir, "/", std::string(name));
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 Status WriteFile(const fs::path& path, std::string_view content, mode_t mode) {
-  HF_RETURN_IF_ERROR(EnsureDirectory(path.parent_path().string(), 0755));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
-  ::chmod(path.c_str(), mode);
-  return absl::OkStatus();
+  HF_RETURN_IF_ERROR(MakeDirs(path.parent_path().string(), 0755));
+  return WriteFileAtomically(path.string(), content, mode);
 }
 
 // The umask and locale this build was asked under, for image.env: the image must not depend
 // on them (the recipe runs under umask 022 and LC_ALL=C), and tests check that it does not.
 std::string CallerEnvironment() {
   std::string umask = "unknown";
-  std::ifstream status("/proc/self/status");  // no umask(2) round trip: other threads run
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Umask:", 0) == 0) umask = std::string(absl::StripAsciiWhitespace(line.substr(6)));
+  // No umask(2) round trip: other threads run.
+  const std::string status = ReadFile("/proc/self/status").value_or("");
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    if (absl::ConsumePrefix(&line, "Umask:")) umask = std::string(absl::StripAsciiWhitespace(line));
   }
   const char* locale = std::getenv("LC_ALL");
   if (locale == nullptr || *locale == '\0') locale = std::getenv("LANG");
@@ -209,13 +179,8 @@ std::string NodeImageKeyOf(const std::vector<RecipeFile>& files, std::string_vie
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int digest_len = 0;
   EVP_DigestFinal_ex(ctx.get(), digest, &digest_len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string key;
-  for (int i = 0; i < 8; ++i) {
-    key.push_back(kHex[digest[i] >> 4]);
-    key.push_back(kHex[digest[i] & 0xf]);
-  }
-  return key;
+  // The first 8 bytes as 16 hex digits.
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 8));
 }
 
 std::string NodeImageKey() {
@@ -242,7 +207,7 @@ StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
         "building the node image needs root (debootstrap, chroot, mounts); run `hyperfleet "
         "image build` or scripts/setup as root");
   }
-  if (!HaveProgram("debootstrap")) {
+  if (!FindProgram("debootstrap")) {
     return absl::FailedPreconditionError(
         "building the node image needs debootstrap: apt-get install debootstrap");
   }
@@ -320,7 +285,7 @@ StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& optio
   std::vector<std::string> removed;
   if (!IsDirectory(dir)) return removed;
   HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
-  const std::vector<std::string> mounts = MountInfoLines();
+  const std::vector<MountEntry> mounts = ReadMountInfo().value_or(std::vector<MountEntry>{});
   std::error_code ec;
   std::vector<std::string> candidates;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -332,9 +297,8 @@ StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& optio
   for (const std::string& name : candidates) {
     const std::string path = absl::StrCat(dir, "/", name);
     // Any mount naming the tree (an overlay's lowerdir, a bind) means a node still uses it.
-    bool used = std::any_of(mounts.begin(), mounts.end(), [&](const std::string& line) {
-      return Unescape(line).find(path + "/") != std::string::npos;
-    });
+    bool used = std::any_of(mounts.begin(), mounts.end(),
+                            [&](const MountEntry& m) { return MountNamesPathUnder(m, path); });
     if (used) {
       Log(options, absl::StrCat("keeping ", name, ": in use by a mounted node"));
       continue;

@@ -17,7 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "hyperfleet/common/paths.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider::local {
@@ -105,7 +106,7 @@ StatusOr<std::string> DirectoryIn(const std::string& root, const std::string& di
     return absl::InternalError(absl::StrCat("refusing to write ", dir, " of ", root,
                                             ": it leads out of the node's root"));
   }
-  HF_RETURN_IF_ERROR(EnsureDirectory(real.string(), 0755));
+  HF_RETURN_IF_ERROR(MakeDirs(real.string(), 0755));
   return real.string();
 }
 
@@ -113,7 +114,7 @@ StatusOr<std::string> DirectoryIn(const std::string& root, const std::string& di
 Status WriteIn(const std::string& root, const std::string& path, std::string_view data) {
   const fs::path p(path);
   HF_ASSIGN_OR_RETURN(std::string dir, DirectoryIn(root, p.parent_path().string()));
-  return WriteFileAtomic(dir + "/" + p.filename().string(), data, 0644);
+  return WriteFileAtomically(dir + "/" + p.filename().string(), data, 0644);
 }
 
 }  // namespace
@@ -252,7 +253,7 @@ Status WriteNodeAmiFacts(const std::string& merged, const DriverFacts& driver,
   // (systemd-nspawn makes the mount points in the node, 0755 whatever its caller's umask.)
   for (const auto& b : binds) {
     if (b.read_only) continue;  // the host's own tree
-    HF_RETURN_IF_ERROR(EnsureDirectory(b.source, 0755));
+    HF_RETURN_IF_ERROR(MakeDirs(b.source, 0755));
     // A volume's root is 0755 like a fresh file system's, whoever made the directory.
     ::chmod(b.source.c_str(), 0755);
   }
@@ -279,12 +280,12 @@ Status WriteNodeAmiFacts(const std::string& merged, const DriverFacts& driver,
                                                  HostElfMachine())));
   // modinfo finds a module by name through modules.dep.bin: the image's depmod writes it.
   // (umask 022: its index files must be readable by every user, whatever ours is.)
-  HF_ASSIGN_OR_RETURN(auto depmod, Run({"chroot", merged, "/bin/sh", "-c",
-                                        "umask 022 && exec /sbin/depmod \"$0\"",
-                                        kernel_release}));
-  if (depmod.exit_code != 0) {
+  HF_ASSIGN_OR_RETURN(auto depmod, RunCapture({"chroot", merged, "/bin/sh", "-c",
+                                               "umask 022 && exec /sbin/depmod \"$0\"",
+                                               kernel_release}));
+  if (!depmod.ok()) {
     return absl::InternalError(absl::StrCat("depmod ", kernel_release, " in ", merged,
-                                            " failed: ", depmod.output));
+                                            " failed: ", depmod.out));
   }
   return absl::OkStatus();
 }

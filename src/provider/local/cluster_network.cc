@@ -7,8 +7,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -16,7 +17,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "hyperfleet/common/paths.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 #include "provider/local/ipv4.h"
 #include "provider/local/sys.h"
 
@@ -68,10 +70,7 @@ std::string ReadNodeFile(const std::string& path) {
 
 // Writes `value` to a /proc/sys file (no temporary file there).
 bool WriteSysctl(const char* path, const char* value) {
-  std::ofstream out(path);
-  out << value;
-  out.flush();
-  return static_cast<bool>(out);
+  return WriteKernelFile(path, value).ok();
 }
 
 // Writes `text` to the node file `path`, or removes it when `text` is empty and `remove`.
@@ -87,10 +86,26 @@ Status PutNodeFile(const std::string& merged, const std::string& path, const std
     return absl::OkStatus();
   }
   fs::create_directories(fs::path(path).parent_path(), ec);
-  return WriteFileAtomic(path, text, 0644);
+  return WriteFileAtomically(path, text, 0644);
 }
 
 }  // namespace
+
+StatusOr<HostNetworkLock> HostNetworkLock::Acquire() {
+  HF_RETURN_IF_ERROR(MakeDirs("/run/hyperfleet"));
+  const int fd = open("/run/hyperfleet/network.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError("cannot open /run/hyperfleet/network.lock");
+  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  return HostNetworkLock(fd);
+}
+
+HostNetworkLock::HostNetworkLock(HostNetworkLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)) {}
+
+HostNetworkLock::~HostNetworkLock() {
+  if (fd_ >= 0) close(fd_);  // closing releases the flock
+}
 
 bool NetnsExists(const std::string& ns) { return fs::exists("/run/netns/" + ns); }
 bool LinkExists(const std::string& dev) { return fs::exists("/sys/class/net/" + dev); }
@@ -104,9 +119,10 @@ StatusOr<uint32_t> ChooseClusterSubnet(const std::string& pool_cidr,
                                                    " or larger"));
   }
   std::vector<Ipv4Prefix> taken;
-  HF_ASSIGN_OR_RETURN(auto addrs, Run({"ip", "-j", "-4", "addr", "show"}));
-  HF_ASSIGN_OR_RETURN(auto routes, Run({"ip", "-j", "-4", "route", "show", "table", "all"}));
-  auto a = nlohmann::json::parse(addrs.output, nullptr, false);
+  HF_ASSIGN_OR_RETURN(auto addrs, RunCapture({"ip", "-j", "-4", "addr", "show"}));
+  HF_ASSIGN_OR_RETURN(auto routes,
+                      RunCapture({"ip", "-j", "-4", "route", "show", "table", "all"}));
+  auto a = nlohmann::json::parse(addrs.out, nullptr, false);
   if (a.is_array()) {
     for (const auto& link : a) {
       for (const auto& info : link.value("addr_info", nlohmann::json::array())) {
@@ -116,7 +132,7 @@ StatusOr<uint32_t> ChooseClusterSubnet(const std::string& pool_cidr,
       }
     }
   }
-  auto r = nlohmann::json::parse(routes.output, nullptr, false);
+  auto r = nlohmann::json::parse(routes.out, nullptr, false);
   if (r.is_array()) {
     for (const auto& route : r) {
       const std::string dst = route.value("dst", "default");
@@ -154,8 +170,8 @@ Status EnsureClusterBridge(const std::string& bridge, const std::string& host_ip
                                          h.substr(8, 2));
     HF_RETURN_IF_ERROR(RunOk({"ip", "link", "set", "dev", bridge, "address", mac}));
   }
-  HF_ASSIGN_OR_RETURN(auto shown, Run({"ip", "-4", "-o", "addr", "show", "dev", bridge}));
-  if (shown.output.find(" " + host_ip + "/") == std::string::npos) {
+  HF_ASSIGN_OR_RETURN(auto shown, RunCapture({"ip", "-4", "-o", "addr", "show", "dev", bridge}));
+  if (shown.out.find(" " + host_ip + "/") == std::string::npos) {
     HF_RETURN_IF_ERROR(
         RunOk({"ip", "addr", "add", absl::StrCat(host_ip, "/", kSubnetBits), "dev", bridge}));
   }
@@ -164,8 +180,8 @@ Status EnsureClusterBridge(const std::string& bridge, const std::string& host_ip
 
 Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std::string& bridge,
                       const std::string& ip, const std::vector<std::vector<std::string>>& routes) {
-  if (NetnsExists(ns)) (void)Run({"ip", "netns", "del", ns});  // stale from a crash
-  if (LinkExists(veth)) (void)Run({"ip", "link", "del", veth});
+  if (NetnsExists(ns)) (void)RunCapture({"ip", "netns", "del", ns});  // stale from a crash
+  if (LinkExists(veth)) (void)RunCapture({"ip", "link", "del", veth});
   HF_RETURN_IF_ERROR(RunOk({"ip", "netns", "add", ns}));
   HF_RETURN_IF_ERROR(
       RunOk({"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns}));
@@ -251,25 +267,22 @@ FirewallSpec ClusterNetworks::Spec() const {
 Status ClusterNetworks::Apply() {
   const FirewallSpec spec = Spec();
   const std::string script = root_ + "/firewall.nft";
-  HF_RETURN_IF_ERROR(WriteFileAtomic(script, RenderFirewall(spec), 0600));
-  HF_ASSIGN_OR_RETURN(auto r, Run({"nft", "-f", script}));
-  if (r.exit_code != 0) {
-    return absl::InternalError(absl::StrCat("nft -f ", script, " failed: ", r.output));
+  HF_RETURN_IF_ERROR(WriteFileAtomically(script, RenderFirewall(spec), 0600));
+  HF_ASSIGN_OR_RETURN(auto r, RunCapture({"nft", "-f", script}));
+  if (!r.ok()) {
+    return absl::InternalError(absl::StrCat("nft -f ", script, " failed: ", r.out));
   }
   return SetForwarding(NeedsForwarding(spec));
 }
 
 Status ClusterNetworks::SetForwarding(bool needed) {
-  HF_RETURN_IF_ERROR(EnsureDirectory("/run/hyperfleet"));
-  const int fd = open("/run/hyperfleet/network.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError("cannot open /run/hyperfleet/network.lock");
-  flock(fd, LOCK_EX);
+  HF_ASSIGN_OR_RETURN(HostNetworkLock lock, HostNetworkLock::Acquire());
   Status st;
   auto current = ReadFile(kIpForward);
   const bool on = current.ok() && absl::StripAsciiWhitespace(*current) == "1";
   if (needed && !on) {
     // The marker first: a crash in between leaves forwarding off, never on and forgotten.
-    st = WriteFileAtomic(kForwardMarker, "Hyperfleet turned net.ipv4.ip_forward on\n", 0644);
+    st = WriteFileAtomically(kForwardMarker, "Hyperfleet turned net.ipv4.ip_forward on\n", 0644);
     if (st.ok() && !WriteSysctl(kIpForward, "1\n")) {
       st = absl::InternalError("cannot turn IPv4 forwarding on (net.ipv4.ip_forward)");
     }
@@ -282,8 +295,6 @@ Status ClusterNetworks::SetForwarding(bool needed) {
       if (on) spdlog::info("local provider: turned IPv4 forwarding back off (no cluster left)");
     }
   }
-  flock(fd, LOCK_UN);
-  close(fd);
   return st;
 }
 

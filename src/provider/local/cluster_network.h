@@ -22,6 +22,21 @@ bool NetnsExists(const std::string& ns);
 /// True when network interface `dev` exists.
 bool LinkExists(const std::string& dev);
 
+/// Holds flock(/run/hyperfleet/network.lock) while it lives: one server of this host at a
+/// time chooses a cluster subnet or turns IPv4 forwarding on or off.
+class HostNetworkLock {
+ public:
+  /// Blocks until the lock is ours. Errors: Internal when the lock file cannot be opened.
+  static StatusOr<HostNetworkLock> Acquire();
+  HostNetworkLock(HostNetworkLock&& other) noexcept;
+  HostNetworkLock& operator=(HostNetworkLock&&) = delete;
+  ~HostNetworkLock();
+
+ private:
+  explicit HostNetworkLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 /// A free /22 of `pool` (a CIDR) for a new cluster: one that overlaps no address or route
 /// of the host (`ip -j`) and no subnet in `clusters_dir`/*/network.json. Call under
 /// /run/hyperfleet/network.lock. Errors: InvalidArgument (pool not a CIDR of /22 or

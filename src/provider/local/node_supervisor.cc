@@ -1,16 +1,12 @@
 // The node supervisor: one detached process per node, so that nodes outlive the server.
 // Reads <node-dir>/node.json (written by LocalProvider), joins the node's cgroups, runs
 // systemd-nspawn, relaunches it after a reboot, powers the node off on SIGTERM.
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,7 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "provider/local/ami_facts.h"
 #include "provider/local/sys.h"
@@ -32,12 +31,9 @@ void Log(const std::string& message) {
   std::fflush(stderr);
 }
 
+// Best effort: a knob the host lacks is logged, not fatal.
 void WriteTo(const std::string& path, const std::string& value) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, value.data(), value.size()) < 0) {
-    Log(absl::StrCat("cannot write ", value, " to ", path, ": ", std::strerror(errno)));
-  }
-  if (fd >= 0) close(fd);
+  if (Status st = local::WriteKernelFile(path, value); !st.ok()) Log(std::string(st.message()));
 }
 
 // Joins hyperfleet/<fleet>/<instance> in every hierarchy: on a hybrid host nspawn nests the
@@ -66,9 +62,9 @@ void JoinCgroups(const nlohmann::json& node) {
                                      rel}) {
         const std::string child = absl::StrCat(root, "/", part);
         for (const char* knob : {"cpuset.cpus", "cpuset.mems"}) {
-          auto mine = local::ReadFile(child + "/" + knob);
+          auto mine = ReadFile(child + "/" + knob);
           if (mine.ok() && absl::StripAsciiWhitespace(*mine).empty()) {
-            auto theirs = local::ReadFile(level + "/" + knob);
+            auto theirs = ReadFile(level + "/" + knob);
             if (theirs.ok()) WriteTo(child + "/" + knob, std::string(absl::StripAsciiWhitespace(*theirs)));
           }
         }
@@ -78,7 +74,7 @@ void JoinCgroups(const nlohmann::json& node) {
     // On a hybrid host the unified hierarchy carries no controllers: caps go through v1.
     bool v2_controllers = false;
     if (v2) {
-      auto controllers = local::ReadFile(root + "/cgroup.controllers");
+      auto controllers = ReadFile(root + "/cgroup.controllers");
       v2_controllers = controllers.ok() && controllers->find("memory") != std::string::npos;
     }
     if (v2_controllers && (vcpus > 0 || memory_bytes > 0)) {
@@ -108,7 +104,7 @@ void JoinCgroups(const nlohmann::json& node) {
   }
 }
 
-pid_t StartNspawn(const nlohmann::json& node, const sigset_t& original_mask) {
+StatusOr<Subprocess> StartNspawn(const nlohmann::json& node) {
   const std::string hostname = node.value("hostname", "");
   std::vector<std::string> argv = {
       "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
@@ -127,37 +123,29 @@ pid_t StartNspawn(const nlohmann::json& node, const sigset_t& original_mask) {
   for (const local::NodeBind& b : local::BindsFromJson(node.value("binds", nlohmann::json()))) {
     argv.push_back(absl::StrCat(b.read_only ? "--bind-ro=" : "--bind=", b.source, ":", b.target));
   }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &original_mask, nullptr);
-    setenv("SYSTEMD_NSPAWN_TMPFS_TMP", "0", 1);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run systemd-nspawn: %s\n", std::strerror(errno));
-    _exit(127);
+  ProcessSpec spec;
+  spec.argv = std::move(argv);
+  // Our environment (the console's stdin/stdout/stderr are inherited too), and a /tmp that is
+  // the node's own disk rather than a tmpfs.
+  spec.env.emplace();
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "SYSTEMD_NSPAWN_TMPFS_TMP=")) spec.env->push_back(*e);
   }
-  return pid;
+  spec.env->push_back("SYSTEMD_NSPAWN_TMPFS_TMP=0");
+  spec.in = Stdio::Inherit();
+  return Subprocess::Spawn(spec);  // with an empty signal mask: ours blocks SIGTERM and SIGCHLD
 }
 
-// Waits for `pid` to exit for up to `timeout`; returns its wait status or -1.
-int WaitExit(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0 && errno != EINTR) return 0;
-    if (std::chrono::steady_clock::now() >= deadline) return -1;
-    usleep(20000);
-  }
+// Waits up to `timeout` for `nspawn` to end; its exit, or nullopt when it still runs.
+std::optional<ProcessExit> WaitExit(Subprocess& nspawn, std::chrono::milliseconds timeout) {
+  (void)local::WaitFor([&] { return nspawn.TryWait().has_value(); }, timeout);
+  return nspawn.TryWait();
 }
 
 }  // namespace
 
 int RunNodeSupervisor(const std::string& node_dir) {
-  auto text = local::ReadFile(node_dir + "/node.json");
+  auto text = ReadFile(node_dir + "/node.json");
   if (!text.ok()) {
     Log(std::string(text.status().message()));
     return 2;
@@ -168,13 +156,13 @@ int RunNodeSupervisor(const std::string& node_dir) {
     return 2;
   }
   // SIGTERM and SIGCHLD are taken synchronously with sigtimedwait.
-  sigset_t mask, original;
+  sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, &original);
-  (void)local::WriteFileAtomic(node_dir + "/supervisor.pid", std::to_string(getpid()) + "\n");
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  (void)WriteFileAtomically(node_dir + "/supervisor.pid", std::to_string(getpid()) + "\n");
   JoinCgroups(node);
   const int stop_timeout = node.value("stop_timeout_seconds", 20);
   const std::string hostname = node.value("hostname", "");
@@ -182,14 +170,15 @@ int RunNodeSupervisor(const std::string& node_dir) {
   int exit_code = 0;
   bool stopping = false;
   while (!stopping) {
-    const pid_t nspawn = StartNspawn(node, original);
-    if (nspawn < 0) {
-      Log("fork failed");
+    auto started = StartNspawn(node);
+    if (!started.ok()) {
+      Log(std::string(started.status().message()));
       return 1;
     }
-    (void)local::WriteFileAtomic(node_dir + "/nspawn.pid", std::to_string(nspawn) + "\n");
-    Log(absl::StrCat("started systemd-nspawn pid ", nspawn));
-    int status = 0;
+    Subprocess& nspawn = *started;
+    (void)WriteFileAtomically(node_dir + "/nspawn.pid", std::to_string(nspawn.pid()) + "\n");
+    Log(absl::StrCat("started systemd-nspawn pid ", nspawn.pid()));
+    std::optional<ProcessExit> ended;
     for (;;) {
       siginfo_t info{};
       timespec ts{1, 0};
@@ -198,30 +187,27 @@ int RunNodeSupervisor(const std::string& node_dir) {
         stopping = true;
         break;
       }
-      const pid_t r = waitpid(nspawn, &status, WNOHANG);
-      if (r == nspawn) break;
+      if ((ended = nspawn.TryWait())) break;
     }
     if (stopping) {
-      const std::vector<int> inits = ChildPids(nspawn);
+      const std::vector<int> inits = ChildPids(nspawn.pid());
       if (!inits.empty()) {
         Log(absl::StrCat("powering off the node (init pid ", inits[0], ")"));
         kill(inits[0], SIGRTMIN + 4);
       } else {
-        kill(nspawn, SIGTERM);
+        nspawn.Kill(SIGTERM);
       }
-      status = WaitExit(nspawn, std::chrono::seconds(stop_timeout));
-      if (status == -1) {
+      if (!WaitExit(nspawn, std::chrono::seconds(stop_timeout))) {
         Log("the node did not power off in time; killing it");
-        for (int init : ChildPids(nspawn)) kill(init, SIGKILL);  // ends its PID namespace
-        status = WaitExit(nspawn, std::chrono::seconds(10));
-        if (status == -1) {
-          kill(nspawn, SIGKILL);
-          status = WaitExit(nspawn, std::chrono::seconds(10));
+        for (int init : ChildPids(nspawn.pid())) kill(init, SIGKILL);  // ends its PID namespace
+        if (!WaitExit(nspawn, std::chrono::seconds(10))) {
+          nspawn.Kill(SIGKILL);
+          (void)WaitExit(nspawn, std::chrono::seconds(10));
         }
       }
       break;
     }
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const int code = ended->exit_code;
     if (code == 133) {
       Log("the node rebooted; starting it again");
       continue;

@@ -1,125 +1,34 @@
 #include "provider/local/sys.h"
 
-#include <atomic>
-#include <dirent.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/mountinfo.h"
+#include "hyperfleet/common/strings.h"
+#include "hyperfleet/common/subprocess.h"
 
 namespace hf::provider::local {
 namespace fs = std::filesystem;
 
-StatusOr<CommandResult> Run(const std::vector<std::string>& argv) {
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  // Found as HaveProgram finds it: a caller's PATH without the sbin dirs (su, cron) must not
-  // hide ip or nft.
-  const std::string program = FindProgram(argv[0]);
-  if (program.empty()) return absl::InternalError(absl::StrCat("cannot run ", argv[0], ": not found"));
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(pipefd[0]);
-    close(pipefd[1]);
-    return absl::InternalError(absl::StrCat("fork failed: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    const int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    dup2(pipefd[1], 1);
-    dup2(pipefd[1], 2);
-    execv(program.c_str(), args.data());
-    _exit(127);
-  }
-  close(pipefd[1]);
-  CommandResult result;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(pipefd[0], buf, sizeof buf);
-    if (n > 0) {
-      result.output.append(buf, static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      break;
-    }
-  }
-  close(pipefd[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (result.exit_code == 127 && result.output.empty()) {
-    return absl::InternalError(absl::StrCat("cannot run ", argv[0]));
-  }
-  return result;
-}
-
 Status RunOk(const std::vector<std::string>& argv) {
-  HF_ASSIGN_OR_RETURN(CommandResult r, Run(argv));
-  if (r.exit_code != 0) {
+  HF_ASSIGN_OR_RETURN(RunResult r, RunCapture(argv));
+  if (!r.ok()) {
     return absl::InternalError(absl::StrCat("`", absl::StrJoin(argv, " "), "` failed (status ",
-                                            r.exit_code, "): ", r.output));
-  }
-  return absl::OkStatus();
-}
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode) {
-  // Unique per call: threads of one process may replace the same file at once (a launch and
-  // a membership change both rewrite a node's /etc/hosts).
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  }
-  fchmod(fd, mode);  // umask must not widen or narrow it
-  std::size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(err)));
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename to ", path, ": ", std::strerror(err)));
+                                            r.exit.exit_code, "): ", r.out));
   }
   return absl::OkStatus();
 }
@@ -128,26 +37,8 @@ std::string Sha256Hex(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 15]);
-  }
-  return out;
-}
-
-std::string RandomHex(std::size_t bytes) {
-  std::string raw(bytes, '\0');
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  in.read(raw.data(), static_cast<std::streamsize>(bytes));
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(md), static_cast<std::size_t>(len)));
 }
 
 bool ProcessMatches(int pid, const std::vector<std::string>& needles) {
@@ -171,6 +62,26 @@ std::vector<int> ChildPids(int pid) {
   return out;
 }
 
+// When process `pid` started (its /proc stat starttime after the host's btime); zero when
+// unknown. A node's init starts anew at every boot, so this is the node's boot time.
+SystemTime ProcessStartTime(int pid) {
+  auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  auto host = ReadFile("/proc/stat");
+  if (!stat.ok() || !host.ok()) return SystemTime{};
+  // Fields after the parenthesised command name; starttime is field 22 (1-based).
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 > stat->size()) return SystemTime{};
+  std::vector<std::string> f = absl::StrSplit(stat->substr(close + 2), ' ');
+  double start_ticks = 0;
+  if (f.size() < 20 || !absl::SimpleAtod(f[19], &start_ticks)) return SystemTime{};
+  double btime = 0;
+  for (absl::string_view line : absl::StrSplit(*host, '\n')) {
+    if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtod(line, &btime)) break;
+  }
+  if (btime <= 0) return SystemTime{};
+  return FromEpochSeconds(btime + start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK)));
+}
+
 std::optional<int> ReadPidFile(const std::string& path) {
   auto text = ReadFile(path);
   int pid = 0;
@@ -180,54 +91,33 @@ std::optional<int> ReadPidFile(const std::string& path) {
   return pid;
 }
 
-namespace {
-// Fields of /proc/self/mountinfo lines: (mount point, filesystem type).
-std::vector<std::pair<std::string, std::string>> Mounts() {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    if (f.size() < 7) continue;
-    std::size_t dash = 6;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (dash + 1 >= f.size()) continue;
-    out.emplace_back(f[4], f[dash + 1]);
+Status WriteKernelFile(const std::string& path, std::string_view value) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const bool ok = fd >= 0 && write(fd, value.data(), value.size()) ==
+                                 static_cast<ssize_t>(value.size());
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  if (!ok) {
+    return absl::InternalError(absl::StrCat("cannot write ", AbslView(value),
+                                            " to ", path, ": ", std::strerror(err)));
   }
-  return out;
+  return absl::OkStatus();
 }
-}  // namespace
 
 std::vector<std::string> CgroupHierarchies() {
   std::vector<std::string> v2, v1;
-  for (const auto& [point, type] : Mounts()) {
-    if (point.rfind("/sys/fs/cgroup", 0) != 0) continue;
-    if (type == "cgroup2") v2.push_back(point);
-    if (type == "cgroup") v1.push_back(point);
+  for (const MountEntry& m : ReadMountInfo().value_or(std::vector<MountEntry>{})) {
+    if (m.mount_point.rfind("/sys/fs/cgroup", 0) != 0) continue;
+    if (m.fs_type == "cgroup2") v2.push_back(m.mount_point);
+    if (m.fs_type == "cgroup") v1.push_back(m.mount_point);
   }
   v2.insert(v2.end(), v1.begin(), v1.end());
   return v2;
 }
 
 bool IsMountPoint(const std::string& path) {
-  for (const auto& [point, type] : Mounts()) {
-    if (point == path) return true;
-  }
-  return false;
+  return IsMountPointIn(ReadMountInfo().value_or(std::vector<MountEntry>{}), path);
 }
-
-std::string FindProgram(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
-  std::string path = getenv("PATH") ? getenv("PATH") : "";
-  path += ":/usr/sbin:/sbin:/usr/bin:/bin";
-  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-    std::string candidate = absl::StrCat(dir, "/", name);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-bool HaveProgram(const std::string& name) { return !FindProgram(name).empty(); }
 
 void RemoveDirsDepthFirst(const std::string& dir) {
   std::error_code ec;

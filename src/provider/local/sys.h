@@ -1,40 +1,24 @@
 #pragma once
-// Small host helpers of the local provider: running programs from argument vectors (never
-// through a shell), files, hashes, processes and cgroup hierarchies.
+// Small host helpers of the local provider: processes, cgroup hierarchies and mount points.
+// Starting programs, files and randomness come from common/ (subprocess.h, fs.h, random.h).
 #include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/status.h"
 
 namespace hf::provider::local {
 
-/// Result of a finished program.
-struct CommandResult {
-  int exit_code = -1;  ///< exit status, or 128 + signal
-  std::string output;  ///< stdout and stderr together
-};
-
-/// Runs argv[0] (looked up in PATH) with `argv`, stdin from /dev/null, and waits.
-/// Errors: Internal when it cannot be started.
-StatusOr<CommandResult> Run(const std::vector<std::string>& argv);
-
-/// Runs and requires exit status 0. Errors: Internal naming the command and its output.
+/// Runs `argv` as hf::RunCapture does (stdin /dev/null, stdout and stderr merged) and requires
+/// exit status 0. What it adds to RunCapture: the error names the command and its output.
+/// Errors: as RunCapture; Internal "`argv...` failed (status N): output".
 Status RunOk(const std::vector<std::string>& argv);
-
-/// Whole file as text. Errors: NotFound / Internal with the path.
-StatusOr<std::string> ReadFile(const std::string& path);
-
-/// Writes `data` to `path` atomically (temporary file + rename) with `mode`.
-Status WriteFileAtomic(const std::string& path, std::string_view data, unsigned mode = 0644);
 
 /// Lowercase hex of SHA-256(data).
 std::string Sha256Hex(std::string_view data);
-
-/// `bytes` random bytes as lowercase hex (from /dev/urandom).
-std::string RandomHex(std::size_t bytes);
 
 /// True when `pid` runs and its command line contains every string in `needles`.
 bool ProcessMatches(int pid, const std::vector<std::string>& needles);
@@ -42,8 +26,16 @@ bool ProcessMatches(int pid, const std::vector<std::string>& needles);
 /// Child pids of `pid` (from /proc/<pid>/task/<pid>/children).
 std::vector<int> ChildPids(int pid);
 
+/// When process `pid` started (its /proc stat starttime after the host's btime); zero when
+/// unknown. A node's init starts anew at every boot, so this is the node's boot time.
+SystemTime ProcessStartTime(int pid);
+
 /// Reads a pid written as text in `path`.
 std::optional<int> ReadPidFile(const std::string& path);
+
+/// Writes `value` to the kernel file `path` (/proc/sys, cgroupfs) in place: no temporary
+/// file, no creation, one write. Errors: Internal naming the value, the path and errno text.
+Status WriteKernelFile(const std::string& path, std::string_view value);
 
 /// Mount points of cgroup hierarchies (v1 and v2) under /sys/fs/cgroup, from
 /// /proc/self/mountinfo. The v2 one comes first when present.
@@ -51,12 +43,6 @@ std::vector<std::string> CgroupHierarchies();
 
 /// True when `path` is a mount point (listed in /proc/self/mountinfo).
 bool IsMountPoint(const std::string& path);
-
-/// The executable `name` (a path, or found in $PATH, then /usr/sbin, /sbin, /usr/bin,
-/// /bin), or "" when there is none.
-std::string FindProgram(const std::string& name);
-/// True when FindProgram(name) finds it.
-bool HaveProgram(const std::string& name);
 
 /// Removes `dir` and every directory below it with rmdir, deepest first (cgroups).
 void RemoveDirsDepthFirst(const std::string& dir);

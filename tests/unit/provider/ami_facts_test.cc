@@ -15,7 +15,8 @@
 #include <sstream>
 
 #include "hyperfleet/provider/provider.h"
-#include "provider/local/sys.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 
 namespace hf::provider::local {
 namespace {
@@ -125,11 +126,12 @@ TEST(DriverFacts, KmodModinfoReadsTheStandIn) {
   char tmpl[] = "/tmp/hf-ami-ko-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string ko = std::string(tmpl) + "/nvidia.ko";
-  ASSERT_TRUE(WriteFileAtomic(ko, RenderStandInModule("595.91.07", "6.1.0-test", EM_X86_64)).ok());
-  auto r = local::Run({modinfo, "-F", "version", ko});
+  ASSERT_TRUE(
+      WriteFileAtomically(ko, RenderStandInModule("595.91.07", "6.1.0-test", EM_X86_64)).ok());
+  auto r = RunCapture({modinfo, "-F", "version", ko});
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->exit_code, 0) << r->output;
-  EXPECT_EQ(r->output, "595.91.07\n");
+  EXPECT_EQ(r->exit.exit_code, 0) << r->out;
+  EXPECT_EQ(r->out, "595.91.07\n");
   fs::remove_all(tmpl);
 }
 

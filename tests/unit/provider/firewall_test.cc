@@ -12,7 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "provider/local/sys.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 
 namespace hf::provider::local {
 namespace {
@@ -149,7 +150,7 @@ TEST(FirewallTest, HostPortsJoinTheAgentPortSortedOnce) {
 }
 
 TEST(FirewallTest, NftParsesEveryRenderedScript) {
-  if (geteuid() != 0 || !HaveProgram("nft")) GTEST_SKIP() << "needs root and nft";
+  if (geteuid() != 0 || !FindProgram("nft")) GTEST_SKIP() << "needs root and nft";
   FirewallSpec proxy = Spec(NodeEgress::kProxy, {A(), B()});
   proxy.remote_proxies = {{"192.0.2.10", 3128}};
   proxy.host_ports = {3142};
@@ -163,11 +164,11 @@ TEST(FirewallTest, NftParsesEveryRenderedScript) {
     const int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     close(fd);
-    ASSERT_TRUE(WriteFileAtomic(path, RenderFirewall(spec), 0600).ok());
-    auto r = local::Run({"nft", "-c", "-f", path});
+    ASSERT_TRUE(WriteFileAtomically(path, RenderFirewall(spec), 0600).ok());
+    auto r = RunCapture({"nft", "-c", "-f", path});
     unlink(path);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->exit_code, 0) << r->output << RenderFirewall(spec);
+    EXPECT_EQ(r->exit.exit_code, 0) << r->out << RenderFirewall(spec);
   }
 }
 

@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 
 #include "hyperfleet/provider/local_provider.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/subprocess.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
@@ -39,11 +41,17 @@ std::string FindImage() {
 }
 
 // Runs argv inside the node whose init is `init` (all its namespaces).
-local::CommandResult InNode(int init, std::vector<std::string> argv) {
+// Its exit code and merged output (-1 and the error when it cannot be started).
+struct NodeCommand {
+  int exit_code = -1;
+  std::string output;
+};
+NodeCommand InNode(int init, std::vector<std::string> argv) {
   std::vector<std::string> full = {"nsenter", "-t", std::to_string(init), "-a", "--"};
   full.insert(full.end(), argv.begin(), argv.end());
-  auto r = local::Run(full);
-  return r.ok() ? *r : local::CommandResult{-1, std::string(r.status().message())};
+  auto r = RunCapture(full);
+  return r.ok() ? NodeCommand{r->exit.exit_code, r->out}
+                : NodeCommand{-1, std::string(r.status().message())};
 }
 std::string Sh(int init, const std::string& script) {
   return InNode(init, {"/bin/sh", "-c", script}).output;
@@ -162,7 +170,7 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
   ASSERT_TRUE(p->launch(Spec("i-a")).ok());
   ASSERT_TRUE(p->launch(Spec("i-b")).ok());
   ASSERT_TRUE(p->launch(Spec("i-a")).ok());  // idempotent
-  ASSERT_TRUE(WaitBooted(*p, {"i-a", "i-b"}, 90s)) << local::ReadFile(p->nodeDir("i-a") + "/console.log").value_or("");
+  ASSERT_TRUE(WaitBooted(*p, {"i-a", "i-b"}, 90s)) << ReadFile(p->nodeDir("i-a") + "/console.log").value_or("");
   std::printf("[ metric ] 2 nodes: launch to systemd running %.2f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   auto a = *Find(*p, "i-a");
@@ -209,7 +217,7 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
   EXPECT_EQ(Sh(ia, "echo x > /etc/hf-test-file && id -u hftestuser >/dev/null && echo ok"), "ok\n");
   EXPECT_NE(Sh(ib, "id hftestuser 2>&1; ls /etc/hf-test-file 2>&1").find("no such"), std::string::npos);
   EXPECT_FALSE(fs::exists("/etc/hf-test-file"));
-  EXPECT_EQ(local::Run({"id", "hftestuser"})->exit_code, 1);
+  EXPECT_EQ(RunCapture({"id", "hftestuser"})->exit.exit_code, 1);
   EXPECT_EQ(Sh(ia, "echo shared > /fsx/f && echo ok"), "ok\n");
   EXPECT_EQ(Sh(ib, "cat /fsx/f"), "shared\n");
   EXPECT_NE(InNode(ia, {"sysctl", "-w", "vm.swappiness=10"}).exit_code, 0);
@@ -243,14 +251,14 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
   ASSERT_TRUE(WaitFor([&] { return p->list("testcluster")->empty(); }, 60s));
   p.reset();
 
-  EXPECT_EQ(local::Run({"ip", "netns", "list"})->output.find("hf-" + fleet), std::string::npos);
-  EXPECT_EQ(local::Run({"ip", "link", "show"})->output.find(LocalNames::Bridge(fleet, "testcluster")), std::string::npos);
-  EXPECT_EQ(local::Run({"ip", "link", "show"})->output.find(LocalNames::NodeVeth(fleet, "i-a")), std::string::npos);
-  EXPECT_EQ(local::ReadFile("/proc/mounts")->find(data_dir_), std::string::npos);
+  EXPECT_EQ(RunCapture({"ip", "netns", "list"})->out.find("hf-" + fleet), std::string::npos);
+  EXPECT_EQ(RunCapture({"ip", "link", "show"})->out.find(LocalNames::Bridge(fleet, "testcluster")), std::string::npos);
+  EXPECT_EQ(RunCapture({"ip", "link", "show"})->out.find(LocalNames::NodeVeth(fleet, "i-a")), std::string::npos);
+  EXPECT_EQ(ReadFile("/proc/mounts")->find(data_dir_), std::string::npos);
   for (const auto& h : local::CgroupHierarchies()) {
     EXPECT_FALSE(fs::exists(h + "/hyperfleet/" + fleet)) << h;
   }
-  EXPECT_EQ(local::Run({"pgrep", "-f", data_dir_})->output, "");
+  EXPECT_EQ(RunCapture({"pgrep", "-f", data_dir_})->out, "");
   EXPECT_FALSE(fs::exists(data_dir_ + "/local/nodes/i-a"));
   EXPECT_FALSE(fs::exists(data_dir_ + "/local/clusters/testcluster"));
 }
