@@ -16,7 +16,7 @@ using model::HealthAction;
 using model::HealthSeverity;
 using std::chrono::milliseconds;
 
-TEST(HealthReportTest, WireReportToModel) {
+TEST(ModelHealthReportTest, WireReportToModel) {
   struct Case {
     const char* name;
     HealthReport wire;
@@ -61,7 +61,7 @@ TEST(HealthReportTest, WireReportToModel) {
   }
 }
 
-TEST(HealthReportTest, EveryKnownStringRoundTrips) {
+TEST(ModelHealthReportTest, EveryKnownStringRoundTrips) {
   for (const char* s : {"ok", "warning", "soft_fault", "hard_fault"}) {
     EXPECT_NE(model::ParseHealthSeverity(s), HealthSeverity::kUnknown) << s;
     EXPECT_EQ(model::ToString(model::ParseHealthSeverity(s)), s);
@@ -74,7 +74,7 @@ TEST(HealthReportTest, EveryKnownStringRoundTrips) {
   EXPECT_EQ(model::ParseHealthAction("unknown"), HealthAction::kUnknown);
 }
 
-TEST(HealthReportTest, TheCacheKeepsTheReportForThePlanner) {
+TEST(ModelHealthReportTest, TheCacheKeepsTheReportForThePlanner) {
   testing::FakeClock clock;
   NodeStatusCache cache(clock, 1);
   const model::HealthReport fault = ToModelHealth({"hard_fault", "replace", 1'767'225'600, 0,
