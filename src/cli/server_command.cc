@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
@@ -113,17 +114,19 @@ class NodeSessionTargets final : public session::SessionTargets {
   provider::Provider& provider_;
 };
 
-}  // namespace
+using Endpoint = std::pair<std::string, uint16_t>;
 
-Status RunServer(const ServerFlags& flags) {
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
-  // A few malloc arenas, not one per thread: per-thread arenas keep freed memory that a
-  // long-lived server with short bursts never reuses.
-  mallopt(M_ARENA_MAX, 2);
-  HF_ASSIGN_OR_RETURN(auto listen, ParseListen(flags.listen));
-  std::optional<std::pair<std::string, uint16_t>> agent_listen;
+/// The flags that need no data dir: the listen addresses; InvalidArgument naming the flag.
+struct CheckedFlags {
+  Endpoint listen;
+  std::optional<Endpoint> agent_listen;
+};
+
+StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
+  CheckedFlags checked;
+  HF_ASSIGN_OR_RETURN(checked.listen, ParseListen(flags.listen));
   if (!flags.agent_listen.empty()) {
-    HF_ASSIGN_OR_RETURN(agent_listen, ParseListen(flags.agent_listen, "--agent-listen"));
+    HF_ASSIGN_OR_RETURN(checked.agent_listen, ParseListen(flags.agent_listen, "--agent-listen"));
   }
   if (flags.provider != "fake" && flags.provider != "local") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -133,19 +136,24 @@ Status RunServer(const ServerFlags& flags) {
     return absl::InvalidArgumentError(
         "--access-key-id and --secret-access-key must be given together");
   }
-  const std::string data_dir = ResolveDataDir(flags.data_dir);
-  HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));
-  // One server per data dir: two would each drive the same instances from their own view.
-  HF_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data_dir));
-  (void)lock_fd;  // held (and the lock with it) until the process exits
+  return checked;
+}
 
-  // Block the stop signals before any thread starts, so that only sigwait() sees them.
+/// Blocks SIGINT and SIGTERM in the calling thread (before any thread starts, so that only
+/// sigwait() sees them) and returns that set.
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
 
+/// The keys of `<data_dir>/credentials` (made, and printed once, when absent) and the
+/// flags' extra key pair.
+StatusOr<auth::CredentialStore> LoadCredentials(const ServerFlags& flags,
+                                                const std::string& data_dir) {
   std::optional<auth::AccessKey> created;
   HF_ASSIGN_OR_RETURN(auto credentials,
                       auth::CredentialStore::LoadOrCreate(data_dir + "/credentials", &created));
@@ -159,115 +167,77 @@ Status RunServer(const ServerFlags& flags) {
   if (!flags.access_key_id.empty()) {
     credentials.add({flags.access_key_id, flags.secret_access_key});
   }
+  return credentials;
+}
 
-  SystemClock clock;
-  RandomIdSource ids;
-  HF_ASSIGN_OR_RETURN(auto store, store::OpenSqliteStore(data_dir + "/state.db"));
-  // Node output (lifecycle scripts) in the CloudWatch Logs subset's own database.
-  HF_ASSIGN_OR_RETURN(auto log_store, logs::OpenLogStoreInDataDir(data_dir, clock));
-  agentapi::LogSink log_sink = [&log_store](const std::string& group, const std::string& stream,
-                                            const std::vector<agentapi::LogLine>& lines) {
-    std::vector<logs::InputLogEvent> events;
-    events.reserve(lines.size());
-    for (const auto& l : lines) events.push_back({l.timestamp_ms, l.message});
-    Status s = log_store->append(group, stream, events);
-    if (!s.ok()) spdlog::warn("log {} {}: {}", group, stream, s.ToString());
-  };
-
-  // Lifecycle bundles: a local bucket directory unless an S3 endpoint is configured.
-  std::unique_ptr<bundle::BundleSource> bundles;
+/// Lifecycle bundles: a local bucket directory unless an S3 endpoint is configured.
+StatusOr<std::unique_ptr<bundle::BundleSource>> OpenBundles(const ServerFlags& flags,
+                                                            const std::string& data_dir,
+                                                            const Clock& clock) {
   if (flags.s3_endpoint_url.empty()) {
     HF_RETURN_IF_ERROR(EnsureDirectory(data_dir + "/s3"));
-    bundles = std::make_unique<bundle::LocalBucketSource>(data_dir + "/s3");
-  } else {
-    bundle::S3EndpointOptions s3;
-    s3.endpoint_url = flags.s3_endpoint_url;
-    s3.region = flags.region;
-    const char* key = std::getenv("AWS_ACCESS_KEY_ID");
-    const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
-    if (!key || !secret) {
-      return absl::InvalidArgumentError(
-          "--s3-endpoint-url needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the "
-          "environment to sign its requests");
-    }
-    s3.key = {key, secret};
-    bundles = std::make_unique<bundle::S3EndpointSource>(s3, clock);
+    return std::make_unique<bundle::LocalBucketSource>(data_dir + "/s3");
   }
-
-  // The controller is made after the provider, which needs the agent service, which
-  // tells the controller about lifecycle results: break the cycle with a pointer.
-  std::atomic<control::ClusterController*> controller_ptr{nullptr};
-  HF_ASSIGN_OR_RETURN(auto tokens,
-                      agentapi::NodeTokens::LoadOrCreate(data_dir + "/local/node-secret"));
-  agentapi::AgentService::Options agent_options;
-  agent_options.heartbeat_seconds = flags.heartbeat_seconds;
-  agent_options.lifecycle_timeout_seconds = flags.lifecycle_timeout_seconds;
-  // What the agents say, kept for the cluster controller (node liveness, health, Slurm).
-  agentapi::NodeStatusCache node_status(clock, flags.heartbeat_seconds);
-  agentapi::AgentService agents(
-      *store, *bundles, tokens, node_status, log_sink,
-      [&](const std::string& id) {
-        if (auto* c = controller_ptr.load()) c->enqueue(id);
-      },
-      clock, ids, agent_options);
-  // Task governance on Slurm: the controller agents' job reports drive one admission
-  // engine per cluster (docs/governance.md "On Slurm").
-  control::GovernanceLoop governance_loop(*store, model::InstanceCatalog::Embedded(), clock);
-  agents.setSlurmJobsHandler(
-      [&governance_loop](const std::string& id, const agentapi::SlurmJobsReport* jobs) {
-        return governance_loop.onHeartbeat(id, jobs);
-      });
-
-  std::unique_ptr<provider::Provider> provider;
-  if (flags.provider == "fake") {
-    provider::FakeProvider::Options fake_options;
-    fake_options.boot_delay = std::chrono::milliseconds(flags.fake_boot_delay_ms);
-    fake_options.state_file = data_dir + "/fake-provider.json";
-    HF_ASSIGN_OR_RETURN(provider, provider::FakeProvider::Create(clock, fake_options));
-  } else {
-    if (geteuid() != 0) {
-      return absl::FailedPreconditionError(
-          "the local provider needs root: it creates network namespaces, mounts and cgroups "
-          "for its nodes. Run as root, or use --provider fake (no real nodes).");
-    }
-    provider::NodeImageOptions image_options;
-    image_options.image_dir = flags.image_dir;
-    image_options.mirror = flags.image_mirror;
-    image_options.log = [](std::string_view line) { spdlog::info("node image: {}", line); };
-    auto image = provider::FindNodeImage(image_options);
-    if (!image.ok()) {
-      std::printf("Building the node image in %s (once; a few minutes)...\n",
-                  flags.image_dir.c_str());
-      std::fflush(stdout);
-      image = provider::EnsureNodeImage(image_options);
-    }
-    if (!image.ok()) return image.status();
-    provider::LocalProvider::Options local;
-    local.data_dir = data_dir;
-    local.image_rootfs = image->rootfs;
-    local.region = flags.region;
-    local.node_network = flags.node_network;
-    local.agent_port = flags.agent_port;
-    local.agent_handler = [&agents](http::HttpRequest&& r) { return agents.handle(std::move(r)); };
-    local.agent_token = [&tokens](std::string_view id) { return tokens.tokenFor(id); };
-    local.instance_caps =
-        [](std::string_view type) -> std::optional<provider::InstanceCaps> {
-      const auto* spec = model::InstanceCatalog::Embedded().find(type);
-      if (!spec) return std::nullopt;
-      return provider::InstanceCaps{spec->vcpus, spec->memory_gib, spec->nvme_gb.value_or(0)};
-    };
-    local.apt_proxy_port = flags.node_apt_proxy_port;
-    local.node_egress_allow = flags.node_egress_allow;
-    local.node_egress = flags.node_egress == "proxy" ? provider::NodeEgress::kProxy
-                        : flags.node_egress == "none" ? provider::NodeEgress::kNone
-                                                      : provider::NodeEgress::kNat;
-    for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
-                             "no_proxy", "NO_PROXY"}) {
-      if (const char* value = std::getenv(name)) local.proxy_environment[name] = value;
-    }
-    HF_ASSIGN_OR_RETURN(provider, provider::LocalProvider::Create(local));
+  bundle::S3EndpointOptions s3;
+  s3.endpoint_url = flags.s3_endpoint_url;
+  s3.region = flags.region;
+  const char* key = std::getenv("AWS_ACCESS_KEY_ID");
+  const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
+  if (!key || !secret) {
+    return absl::InvalidArgumentError(
+        "--s3-endpoint-url needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the "
+        "environment to sign its requests");
   }
+  s3.key = {key, secret};
+  return std::make_unique<bundle::S3EndpointSource>(s3, clock);
+}
 
+/// The node image the local provider boots: found in --image-dir, else built there.
+StatusOr<provider::NodeImage> ReadyNodeImage(const ServerFlags& flags) {
+  provider::NodeImageOptions image_options;
+  image_options.image_dir = flags.image_dir;
+  image_options.mirror = flags.image_mirror;
+  image_options.log = [](std::string_view line) { spdlog::info("node image: {}", line); };
+  auto image = provider::FindNodeImage(image_options);
+  if (!image.ok()) {
+    std::printf("Building the node image in %s (once; a few minutes)...\n",
+                flags.image_dir.c_str());
+    std::fflush(stdout);
+    image = provider::EnsureNodeImage(image_options);
+  }
+  return image;
+}
+
+/// The local provider's options from the flags (the caller fills in the agent endpoint).
+provider::LocalProvider::Options LocalOptionsOf(const ServerFlags& flags,
+                                                const std::string& data_dir,
+                                                const provider::NodeImage& image) {
+  provider::LocalProvider::Options local;
+  local.data_dir = data_dir;
+  local.image_rootfs = image.rootfs;
+  local.region = flags.region;
+  local.node_network = flags.node_network;
+  local.agent_port = flags.agent_port;
+  local.instance_caps = [](std::string_view type) -> std::optional<provider::InstanceCaps> {
+    const auto* spec = model::InstanceCatalog::Embedded().find(type);
+    if (!spec) return std::nullopt;
+    return provider::InstanceCaps{spec->vcpus, spec->memory_gib, spec->nvme_gb.value_or(0)};
+  };
+  local.apt_proxy_port = flags.node_apt_proxy_port;
+  local.node_egress_allow = flags.node_egress_allow;
+  local.node_egress = flags.node_egress == "proxy" ? provider::NodeEgress::kProxy
+                      : flags.node_egress == "none" ? provider::NodeEgress::kNone
+                                                    : provider::NodeEgress::kNat;
+  for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                           "no_proxy", "NO_PROXY"}) {
+    if (const char* value = std::getenv(name)) local.proxy_environment[name] = value;
+  }
+  return local;
+}
+
+/// The cluster controller's options; InvalidArgument when --unresponsive-after is under
+/// three heartbeats.
+StatusOr<control::ClusterController::Options> ControllerOptionsOf(const ServerFlags& flags) {
   control::ClusterController::Options controller_options;
   controller_options.agent_start_timeout =
       std::chrono::seconds(flags.agent_start_timeout_seconds);
@@ -279,90 +249,257 @@ Status RunServer(const ServerFlags& flags) {
         " s) must be at least 3 heartbeats (--heartbeat-interval ", flags.heartbeat_seconds,
         " s), or a late heartbeat would replace a healthy node"));
   }
+  return controller_options;
+}
+
+/// The running control plane: every part, made in order by the steps below (each step
+/// uses what the earlier ones made) and destroyed in the reverse order.
+class Server {
+ public:
+  Server(const ServerFlags& flags, std::string data_dir)
+      : flags_(flags), data_dir_(std::move(data_dir)) {}
+
+  /// Credentials, the state store, the log store and the lifecycle bundles.
+  Status OpenStores();
+  /// The agent endpoint's service, the node status cache and the governance loop.
+  Status WireAgents();
+  /// The fake provider, or the local one (root; the node image is built when missing).
+  Status MakeProvider();
+  /// The cluster controller, fed by the node status cache.
+  Status WireController();
+  /// The API handler and its services (clusters, governance, logs, jobs).
+  Status WireApi();
+  /// The API (and session) listener, the optional agent listener; starts the controller.
+  Status Listen(const CheckedFlags& checked);
+  /// Waits for SIGINT or SIGTERM (blocked in `stop_signals`), then stops serving.
+  void WaitAndStop(const sigset_t& stop_signals);
+
+ private:
+  const ServerFlags& flags_;
+  const std::string data_dir_;
+  std::optional<auth::CredentialStore> credentials_;
+  SystemClock clock_;
+  RandomIdSource ids_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<logs::LogStore> log_store_;
+  agentapi::LogSink log_sink_;
+  std::unique_ptr<bundle::BundleSource> bundles_;
+  // The controller is made after the provider, which needs the agent service, which
+  // tells the controller about lifecycle results: break the cycle with a pointer.
+  std::atomic<control::ClusterController*> controller_ptr_{nullptr};
+  std::optional<agentapi::NodeTokens> tokens_;
+  std::unique_ptr<agentapi::NodeStatusCache> node_status_;
+  std::unique_ptr<agentapi::AgentService> agents_;
+  std::unique_ptr<control::GovernanceLoop> governance_loop_;
+  std::unique_ptr<provider::Provider> provider_;
+  std::unique_ptr<control::ClusterController> controller_;
+  api::ApiConfig config_;
+  std::shared_ptr<const model::ServiceModel> model_;
+  std::unique_ptr<api::ClusterOperations> clusters_;
+  std::unique_ptr<api::ApiHandler> handler_;
+  std::unique_ptr<api::GovernanceOperations> governance_;
+  std::unique_ptr<logs::LogOperations> log_operations_;
+  std::unique_ptr<jobsapi::JobsService> jobs_service_;
+  http::HttpServerOptions http_options_;
+  std::unique_ptr<NodeSessionTargets> session_targets_;
+  std::unique_ptr<session::SessionService> sessions_;
+  std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<http::HttpServer> agent_server_;
+};
+
+Status Server::OpenStores() {
+  HF_ASSIGN_OR_RETURN(credentials_, LoadCredentials(flags_, data_dir_));
+  HF_ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(data_dir_ + "/state.db"));
+  // Node output (lifecycle scripts) in the CloudWatch Logs subset's own database.
+  HF_ASSIGN_OR_RETURN(log_store_, logs::OpenLogStoreInDataDir(data_dir_, clock_));
+  log_sink_ = [log_store = log_store_.get()](const std::string& group, const std::string& stream,
+                                             const std::vector<agentapi::LogLine>& lines) {
+    std::vector<logs::InputLogEvent> events;
+    events.reserve(lines.size());
+    for (const auto& l : lines) events.push_back({l.timestamp_ms, l.message});
+    Status s = log_store->append(group, stream, events);
+    if (!s.ok()) spdlog::warn("log {} {}: {}", group, stream, s.ToString());
+  };
+  HF_ASSIGN_OR_RETURN(bundles_, OpenBundles(flags_, data_dir_, clock_));
+  return absl::OkStatus();
+}
+
+Status Server::WireAgents() {
+  HF_ASSIGN_OR_RETURN(tokens_,
+                      agentapi::NodeTokens::LoadOrCreate(data_dir_ + "/local/node-secret"));
+  agentapi::AgentService::Options agent_options;
+  agent_options.heartbeat_seconds = flags_.heartbeat_seconds;
+  agent_options.lifecycle_timeout_seconds = flags_.lifecycle_timeout_seconds;
+  // What the agents say, kept for the cluster controller (node liveness, health, Slurm).
+  node_status_ = std::make_unique<agentapi::NodeStatusCache>(clock_, flags_.heartbeat_seconds);
+  agents_ = std::make_unique<agentapi::AgentService>(
+      *store_, *bundles_, *tokens_, *node_status_, log_sink_,
+      [this](const std::string& id) {
+        if (auto* c = controller_ptr_.load()) c->enqueue(id);
+      },
+      clock_, ids_, agent_options);
+  // Task governance on Slurm: the controller agents' job reports drive one admission
+  // engine per cluster (docs/governance.md "On Slurm").
+  governance_loop_ = std::make_unique<control::GovernanceLoop>(
+      *store_, model::InstanceCatalog::Embedded(), clock_);
+  agents_->setSlurmJobsHandler(
+      [loop = governance_loop_.get()](const std::string& id,
+                                      const agentapi::SlurmJobsReport* jobs) {
+        return loop->onHeartbeat(id, jobs);
+      });
+  return absl::OkStatus();
+}
+
+Status Server::MakeProvider() {
+  if (flags_.provider == "fake") {
+    provider::FakeProvider::Options fake_options;
+    fake_options.boot_delay = std::chrono::milliseconds(flags_.fake_boot_delay_ms);
+    fake_options.state_file = data_dir_ + "/fake-provider.json";
+    HF_ASSIGN_OR_RETURN(provider_, provider::FakeProvider::Create(clock_, fake_options));
+    return absl::OkStatus();
+  }
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        "the local provider needs root: it creates network namespaces, mounts and cgroups "
+        "for its nodes. Run as root, or use --provider fake (no real nodes).");
+  }
+  HF_ASSIGN_OR_RETURN(auto image, ReadyNodeImage(flags_));
+  provider::LocalProvider::Options local = LocalOptionsOf(flags_, data_dir_, image);
+  local.agent_handler = [agents = agents_.get()](http::HttpRequest&& r) {
+    return agents->handle(std::move(r));
+  };
+  local.agent_token = [tokens = &*tokens_](std::string_view id) { return tokens->tokenFor(id); };
+  HF_ASSIGN_OR_RETURN(provider_, provider::LocalProvider::Create(local));
+  return absl::OkStatus();
+}
+
+Status Server::WireController() {
+  HF_ASSIGN_OR_RETURN(auto controller_options, ControllerOptionsOf(flags_));
   control::ClusterController::AgentHooks hooks;
-  hooks.liveness = [&node_status](const std::string& id) {
-    return node_status.clusterHealth(id);
+  agentapi::NodeStatusCache* node_status = node_status_.get();
+  control::GovernanceLoop* governance_loop = governance_loop_.get();
+  hooks.liveness = [node_status](const std::string& id) {
+    return node_status->clusterHealth(id);
   };
-  hooks.publish_slurm_marks = [&node_status](const std::string& id,
-                                             std::vector<model::SlurmMark> marks) {
-    node_status.setSlurmMarks(id, std::move(marks));
+  hooks.publish_slurm_marks = [node_status](const std::string& id,
+                                            std::vector<model::SlurmMark> marks) {
+    node_status->setSlurmMarks(id, std::move(marks));
   };
-  hooks.forget = [&node_status, &governance_loop](const std::string& id,
-                                                  const std::vector<std::string>& instances,
-                                                  bool cluster_gone) {
-    node_status.forget(id, instances, cluster_gone);
-    if (cluster_gone) governance_loop.forget(id);
+  hooks.forget = [node_status, governance_loop](const std::string& id,
+                                                const std::vector<std::string>& instances,
+                                                bool cluster_gone) {
+    node_status->forget(id, instances, cluster_gone);
+    if (cluster_gone) governance_loop->forget(id);
   };
-  control::ClusterController controller(*store, *provider, clock, ids, controller_options,
-                                        std::move(hooks));
-  controller_ptr = &controller;
-  api::ApiConfig config;
-  config.region = flags.region;
-  config.account_id = flags.account_id;
-  config.max_clusters = flags.max_clusters;
-  config.max_instances_per_cluster = flags.max_instances_per_cluster;
-  auto model = model::ServiceModel::Embedded();
-  api::ClusterOperations clusters(*store, *model, clock, ids, config,
-                                  [&](const std::string& id) { controller.enqueue(id); });
-  api::ApiHandler handler([&](std::string_view key) { return credentials.secretFor(key); },
-                          clock, ids, config);
-  handler.addService(clusters);
-  api::GovernanceOperations governance(*store, clock, ids, config);
+  controller_ = std::make_unique<control::ClusterController>(
+      *store_, *provider_, clock_, ids_, controller_options, std::move(hooks));
+  controller_ptr_ = controller_.get();
+  return absl::OkStatus();
+}
+
+Status Server::WireApi() {
+  config_.region = flags_.region;
+  config_.account_id = flags_.account_id;
+  config_.max_clusters = flags_.max_clusters;
+  config_.max_instances_per_cluster = flags_.max_instances_per_cluster;
+  model_ = model::ServiceModel::Embedded();
+  clusters_ = std::make_unique<api::ClusterOperations>(
+      *store_, *model_, clock_, ids_, config_,
+      [controller = controller_.get()](const std::string& id) { controller->enqueue(id); });
+  handler_ = std::make_unique<api::ApiHandler>(
+      [credentials = &*credentials_](std::string_view key) { return credentials->secretFor(key); },
+      clock_, ids_, config_);
+  handler_->addService(*clusters_);
+  governance_ = std::make_unique<api::GovernanceOperations>(*store_, clock_, ids_, config_);
   // Governance changes that a stop left half-way (between change and settle) settle now.
-  HF_RETURN_IF_ERROR(governance.settle(""));
-  handler.addService(governance);
+  HF_RETURN_IF_ERROR(governance_->settle(""));
+  handler_->addService(*governance_);
 
   logs::LogsConfig logs_config;
-  logs_config.region = flags.region;
-  logs_config.account_id = flags.account_id;
-  logs::LogOperations log_operations(*log_store, logs_config);
-  handler.addService(log_operations);
-  jobsapi::JobsService jobs_service(*store, governance_loop);  // hyperfleet jobs why
-  handler.addService(jobs_service);
+  logs_config.region = flags_.region;
+  logs_config.account_id = flags_.account_id;
+  log_operations_ = std::make_unique<logs::LogOperations>(*log_store_, logs_config);
+  handler_->addService(*log_operations_);
+  // hyperfleet jobs why
+  jobs_service_ = std::make_unique<jobsapi::JobsService>(*store_, *governance_loop_);
+  handler_->addService(*jobs_service_);
+  return absl::OkStatus();
+}
 
-  http::HttpServerOptions http_options;
-  http_options.host = listen.first;
-  http_options.port = listen.second;
-  http_options.io_threads = flags.io_threads;
+Status Server::Listen(const CheckedFlags& checked) {
+  http_options_.host = checked.listen.first;
+  http_options_.port = checked.listen.second;
+  http_options_.io_threads = flags_.io_threads;
   // Shell sessions into nodes (hyperfleet ssm start-session): WebSockets on the API port.
-  NodeSessionTargets session_targets(*store, *provider);
+  session_targets_ = std::make_unique<NodeSessionTargets>(*store_, *provider_);
   session::SessionServiceOptions session_options;
-  session_options.policy.region = flags.region;
+  session_options.policy.region = flags_.region;
   session_options.policy.services = {"ssm"};
-  session::SessionService sessions(
-      session_targets, [&](std::string_view key) { return credentials.secretFor(key); }, clock,
-      session_options);
-  sessions.install(http_options);
-  HF_ASSIGN_OR_RETURN(auto server, http::HttpServer::Start(http_options, [&](http::HttpRequest&& r) {
-                        return handler.handle(std::move(r));
-                      }));
+  sessions_ = std::make_unique<session::SessionService>(
+      *session_targets_,
+      [credentials = &*credentials_](std::string_view key) { return credentials->secretFor(key); },
+      clock_, session_options);
+  sessions_->install(http_options_);
+  HF_ASSIGN_OR_RETURN(server_, http::HttpServer::Start(
+                                   http_options_, [handler = handler_.get()](http::HttpRequest&& r) {
+                                     return handler->handle(std::move(r));
+                                   }));
   // The agent endpoint also on an address of the caller's choice: tests act there as the
   // agents of fake instances, with the same per-node tokens as on the cluster bridges.
-  std::unique_ptr<http::HttpServer> agent_server;
-  if (agent_listen) {
+  if (checked.agent_listen) {
     http::HttpServerOptions agent_http;
-    agent_http.host = agent_listen->first;
-    agent_http.port = agent_listen->second;
+    agent_http.host = checked.agent_listen->first;
+    agent_http.port = checked.agent_listen->second;
     agent_http.io_threads = 1;
-    HF_ASSIGN_OR_RETURN(agent_server,
-                        http::HttpServer::Start(agent_http, [&agents](http::HttpRequest&& r) {
-                          return agents.handle(std::move(r));
+    HF_ASSIGN_OR_RETURN(agent_server_,
+                        http::HttpServer::Start(agent_http, [agents = agents_.get()](
+                                                                http::HttpRequest&& r) {
+                          return agents->handle(std::move(r));
                         }));
-    std::printf("hyperfleet agent endpoint on http://%s:%u\n", agent_listen->first.c_str(),
-                agent_server->port());
+    std::printf("hyperfleet agent endpoint on http://%s:%u\n",
+                checked.agent_listen->first.c_str(), agent_server_->port());
   }
-  controller.start();
+  controller_->start();
   std::printf("hyperfleet server listening on http://%s:%u (data dir %s, provider %s)\n",
-              listen.first.c_str(), server->port(), data_dir.c_str(), flags.provider.c_str());
+              checked.listen.first.c_str(), server_->port(), data_dir_.c_str(),
+              flags_.provider.c_str());
   std::fflush(stdout);
+  return absl::OkStatus();
+}
 
+void Server::WaitAndStop(const sigset_t& stop_signals) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: stopping", sig);
-  server->stop();
-  if (agent_server) agent_server->stop();
-  sessions.stop();
-  controller.stop();
+  server_->stop();
+  if (agent_server_) agent_server_->stop();
+  sessions_->stop();
+  controller_->stop();
+}
+
+}  // namespace
+
+Status RunServer(const ServerFlags& flags) {
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  // A few malloc arenas, not one per thread: per-thread arenas keep freed memory that a
+  // long-lived server with short bursts never reuses.
+  mallopt(M_ARENA_MAX, 2);
+  HF_ASSIGN_OR_RETURN(const CheckedFlags checked, CheckFlags(flags));
+  const std::string data_dir = ResolveDataDir(flags.data_dir);
+  HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));
+  // One server per data dir: two would each drive the same instances from their own view.
+  HF_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data_dir));
+  (void)lock_fd;  // held (and the lock with it) until the process exits
+  const sigset_t stop_signals = BlockStopSignals();
+
+  Server server(flags, data_dir);
+  HF_RETURN_IF_ERROR(server.OpenStores());
+  HF_RETURN_IF_ERROR(server.WireAgents());
+  HF_RETURN_IF_ERROR(server.MakeProvider());
+  HF_RETURN_IF_ERROR(server.WireController());
+  HF_RETURN_IF_ERROR(server.WireApi());
+  HF_RETURN_IF_ERROR(server.Listen(checked));
+  server.WaitAndStop(stop_signals);
   return absl::OkStatus();
 }
 
