@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "hyperfleet/cli/command_error.h"
 #include "hyperfleet/provider/node_image.h"
 
 namespace hf::cli {
@@ -17,11 +18,6 @@ struct ImageFlags {
   std::string mirror;
   bool prune = false;
 };
-
-[[noreturn]] void Fail(const char* what, const Status& status) {
-  std::fprintf(stderr, "hyperfleet image %s: %s\n", what, std::string(status.message()).c_str());
-  std::exit(1);
-}
 
 }  // namespace
 
@@ -44,10 +40,10 @@ void AddImageCommand(CLI::App& app) {
                                                       static_cast<int>(line.size()), line.data());
                                        }};
     auto image = provider::EnsureNodeImage(options);
-    if (!image.ok()) Fail("build", image.status());
+    if (!image.ok()) ExitWithError("image build", image.status());
     if (flags->prune) {
       auto removed = provider::PruneNodeImages(options);
-      if (!removed.ok()) Fail("build --prune", removed.status());
+      if (!removed.ok()) ExitWithError("image build --prune", removed.status());
     }
     std::printf("%s\n", image->rootfs.c_str());
   });
@@ -56,7 +52,7 @@ void AddImageCommand(CLI::App& app) {
   path->add_option("--image-dir", flags->image_dir, dir_help);
   path->callback([flags] {
     auto image = provider::FindNodeImage({flags->image_dir, "", nullptr});
-    if (!image.ok()) Fail("path", image.status());
+    if (!image.ok()) ExitWithError("image path", image.status());
     std::printf("%s\n", image->rootfs.c_str());
   });
 }

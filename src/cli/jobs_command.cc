@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hyperfleet/cli/client_config.h"
+#include "hyperfleet/cli/command_error.h"
 
 namespace hf::cli {
 namespace {
@@ -78,10 +79,7 @@ void AddJobsCommand(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json"}));
   AddClientFlags(*why, flags->client);
   why->callback([flags] {
-    if (Status s = RunWhy(*flags); !s.ok()) {
-      std::fprintf(stderr, "hyperfleet jobs why: %s\n", std::string(s.message()).c_str());
-      std::exit(1);
-    }
+    if (Status s = RunWhy(*flags); !s.ok()) ExitWithError("jobs why", s);
   });
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "hyperfleet/cli/client_config.h"
+#include "hyperfleet/cli/command_error.h"
 
 namespace hf::cli {
 namespace {
@@ -140,11 +141,6 @@ Status RunStreams(const StreamsFlags& f) {
   return absl::OkStatus();
 }
 
-void Fail(const char* what, const Status& s) {
-  std::fprintf(stderr, "hyperfleet logs %s: %s\n", what, std::string(s.message()).c_str());
-  std::exit(1);
-}
-
 }  // namespace
 
 void AddLogsCommand(CLI::App& app) {
@@ -163,7 +159,7 @@ void AddLogsCommand(CLI::App& app) {
       ->check(CLI::IsMember({"short", "detailed"}));
   AddClientFlags(*tail, tail_flags->client);
   tail->callback([tail_flags] {
-    if (Status s = RunTail(*tail_flags); !s.ok()) Fail("tail", s);
+    if (Status s = RunTail(*tail_flags); !s.ok()) ExitWithError("logs tail", s);
   });
 
   auto streams_flags = std::make_shared<StreamsFlags>();
@@ -171,7 +167,7 @@ void AddLogsCommand(CLI::App& app) {
   streams->add_option("group", streams_flags->group, "Log group name")->required();
   AddClientFlags(*streams, streams_flags->client);
   streams->callback([streams_flags] {
-    if (Status s = RunStreams(*streams_flags); !s.ok()) Fail("streams", s);
+    if (Status s = RunStreams(*streams_flags); !s.ok()) ExitWithError("logs streams", s);
   });
 }
 
