@@ -183,6 +183,12 @@ int64_t Database::lastInsertRowid() const { return sqlite3_last_insert_rowid(c_-
 
 int Database::changes() const { return sqlite3_changes(c_->db); }
 
+Status Database::error(std::string_view what) const { return c_->Error(what); }
+
+std::string Database::errorMessage() const { return sqlite3_errmsg(c_->db); }
+
+bool Database::constraintViolated() const { return sqlite3_errcode(c_->db) == SQLITE_CONSTRAINT; }
+
 const std::string& Database::label() const { return c_->label; }
 
 sqlite3* Database::handle() const { return c_->db; }

@@ -123,30 +123,23 @@ WHERE json_valid(body) AND json_type(body, '$.recovery.Started') = 'true'
   return kMigrations;
 }
 
-Status Exec(sqlite3* db, const std::string& sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    Status s = absl::InternalError(absl::StrCat("schema migration failed: ", err ? err : "?"));
-    sqlite3_free(err);
-    return s;
-  }
-  return absl::OkStatus();
+Status Exec(sqlite::Database& db, const std::string& sql) {
+  Status s = db.exec(sql);
+  if (s.ok()) return s;
+  return absl::InternalError(absl::StrCat("schema migration failed: ", s.message()));
 }
 
-int UserVersion(sqlite3* db) {
-  sqlite3_stmt* s = nullptr;
-  int v = -1;
-  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr) == SQLITE_OK &&
-      sqlite3_step(s) == SQLITE_ROW) {
-    v = sqlite3_column_int(s, 0);
-  }
-  sqlite3_finalize(s);
-  return v;
+/// PRAGMA user_version, or -1 when it cannot be read.
+int UserVersion(sqlite::Database& db) {
+  auto s = db.prepare("PRAGMA user_version");
+  if (!s.ok()) return -1;
+  const StatusOr<bool> row = s->step();
+  return row.ok() && *row ? static_cast<int>(s->int64(0)) : -1;
 }
 
 }  // namespace
 
-Status Migrate(sqlite3* db) {
+Status Migrate(sqlite::Database& db) {
   int version = UserVersion(db);
   if (version < 0) return absl::InternalError("cannot read the schema version");
   if (version > kSchemaVersion) {

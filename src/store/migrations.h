@@ -1,6 +1,5 @@
 #pragma once
-#include <sqlite3.h>
-
+#include "hyperfleet/common/sqlite.h"
 #include "hyperfleet/common/status.h"
 
 namespace hf::store {
@@ -11,6 +10,6 @@ inline constexpr int kSchemaVersion = 3;
 /// Brings the database to kSchemaVersion, one migration per version, each in its own
 /// transaction. Errors: FailedPrecondition when the file is newer than this binary;
 /// Internal when a migration fails (the database is left at the last good version).
-Status Migrate(sqlite3* db);
+Status Migrate(sqlite::Database& db);
 
 }  // namespace hf::store

@@ -43,6 +43,13 @@ class Statement {
   }
   Statement& bind(int index, const char* text) { return bind(index, std::string_view(text)); }
   Statement& bindNull(int index);
+  /// Binds `values` to ?1, ?2, ... in order, each as bind() would.
+  template <class... Values>
+  Statement& bindAll(const Values&... values) {
+    int index = 0;
+    (bind(++index, values), ...);
+    return *this;
+  }
 
   /// Steps once: true when a row is ready to read, false when the statement is done.
   /// Errors: Internal "<database label>: <SQLite's message>".
@@ -115,6 +122,14 @@ class Database {
   int64_t lastInsertRowid() const;
   /// Rows changed by the last INSERT, UPDATE or DELETE.
   int changes() const;
+  /// Internal "<label>: <what>: <SQLite's message for the last failed call>": a failure with
+  /// the caller's context, e.g. after step() failed.
+  Status error(std::string_view what) const;
+  /// SQLite's message for the last failed call on this connection.
+  std::string errorMessage() const;
+  /// Whether the last failed call violated a constraint (UNIQUE, PRIMARY KEY, FOREIGN KEY,
+  /// NOT NULL, CHECK: SQLITE_CONSTRAINT), e.g. to report a taken name as AlreadyExists.
+  bool constraintViolated() const;
   /// The label errors name the database by.
   const std::string& label() const;
   /// The connection's SQLite handle, for what this wrapper does not cover.

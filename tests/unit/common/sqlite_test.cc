@@ -68,6 +68,13 @@ TEST(Sqlite, ErrorsAreStatusesNamingTheDatabase) {
   const Status dup = ins.run();
   ASSERT_TRUE(absl::IsInternal(dup));
   EXPECT_EQ(dup.message(), "test.db: UNIQUE constraint failed: u.k");
+  // The failure, with the caller's context, and its kind.
+  EXPECT_TRUE(db.constraintViolated());
+  EXPECT_EQ(db.error("insert k").message(), "test.db: insert k: UNIQUE constraint failed: u.k");
+  EXPECT_EQ(db.errorMessage(), "UNIQUE constraint failed: u.k");
+  ASSERT_FALSE(db.prepare("SELECT missing FROM u").ok());
+  EXPECT_FALSE(db.constraintViolated());
+  EXPECT_EQ(db.error("find").message(), "test.db: find: no such column: missing");
 
   const auto missing = Database::Open("/nonexistent/dir/x.db", {.readonly = true});
   ASSERT_TRUE(absl::IsInternal(missing.status()));
@@ -93,6 +100,19 @@ TEST(Sqlite, CachedStatementsAreResetAndClearedForTheNextUser) {
   ASSERT_TRUE(again.step().value());
   EXPECT_TRUE(again.isNull(0));  // bindings cleared
   EXPECT_EQ(again.int64(1), 1);  // and reset to the first row
+}
+
+TEST(Sqlite, BindAllBindsInOrderFromTheFirstParameter) {
+  Database db = MustOpen(":memory:");
+  Statement s = MustPrepare(db, "SELECT ?1, ?2, ?3, ?4, ?5");
+  const std::string text = "text";
+  s.bindAll(int64_t{1} << 40, 2.5, text, "literal", 7);
+  ASSERT_TRUE(s.step().value());
+  EXPECT_EQ(s.int64(0), int64_t{1} << 40);
+  EXPECT_EQ(s.real(1), 2.5);
+  EXPECT_EQ(s.text(2), "text");
+  EXPECT_EQ(s.text(3), "literal");
+  EXPECT_EQ(s.int64(4), 7);
 }
 
 TEST(SqliteDeathTest, BadCachedSqlAborts) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "hyperfleet/common/sqlite.h"
 #include "hyperfleet/store/store.h"
 
 namespace hf::store {
@@ -257,6 +258,49 @@ TEST_P(StoreTest, ReopenKeepsCommittedData) {
   auto reopened = OpenSqliteStore(path_);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   EXPECT_TRUE((*reopened)->cluster("demo").ok());
+}
+
+TEST_P(StoreTest, FileIsInWalModeAtTheCurrentSchemaVersion) {
+  if (!GetParam()) GTEST_SKIP() << "an in-memory store has no file";
+  auto db = sqlite::Database::Open(path_, {.readonly = true});
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto mode = db->prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(mode.ok() && mode->step().value());
+  EXPECT_EQ(mode->text(0), "wal");  // readers run while a write commits
+  auto version = db->prepare("PRAGMA user_version");
+  ASSERT_TRUE(version.ok() && version->step().value());
+  EXPECT_EQ(version->int64(0), 3);
+}
+
+TEST_P(StoreTest, ANewerSchemaIsRefused) {
+  if (!GetParam()) GTEST_SKIP() << "an in-memory store has no file";
+  store_.reset();
+  {
+    auto db = sqlite::Database::Open(path_);
+    ASSERT_TRUE(db.ok() && db->exec("PRAGMA user_version = 99").ok());
+  }
+  auto reopened = OpenSqliteStore(path_);
+  ASSERT_TRUE(absl::IsFailedPrecondition(reopened.status())) << reopened.status();
+  EXPECT_NE(reopened.status().message().find("schema version 99"), std::string::npos);
+}
+
+TEST_P(StoreTest, ANodeOfNoClusterIsRefusedByItsForeignKeyAndNothingIsWritten) {
+  WriteBatch b;
+  b.clusters.push_back({MakeCluster("abcdefabcdef", "demo", 1), kMustNotExist, false});
+  const int64_t rev = store_->commit(b).value();
+  WriteBatch orphan;
+  orphan.nodes.push_back({MakeNode("nosuchcluster", "i-1", 2), kMustNotExist, false});
+  orphan.events.push_back(model::MakeEvent("e-1", "abcdefabcdef", FromEpochSeconds(2),
+                                           {"Cluster", "Info", "x", "", "", nullptr}));
+  const auto refused = store_->commit(orphan);
+  ASSERT_TRUE(absl::IsAlreadyExists(refused.status())) << refused.status();
+  EXPECT_EQ(refused.status().message(), "write node: FOREIGN KEY constraint failed");
+  EXPECT_TRUE(absl::IsNotFound(store_->node("nosuchcluster", "i-1").status()));
+  EXPECT_TRUE(store_->listEvents("abcdefabcdef", {}).value().items.empty());
+  // The refused batch drew no revision either.
+  WriteBatch next;
+  next.nodes.push_back({MakeNode("abcdefabcdef", "i-2", 3), kMustNotExist, false});
+  EXPECT_EQ(store_->commit(next).value(), rev + 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(FileAndMemory, StoreTest, ::testing::Values(true, false),

@@ -1,0 +1,82 @@
+#pragma once
+// Keyset pagination of the store's list queries (private to src/store). A NextToken is the
+// hex of a small JSON document {"k": <sort key>, "i": <tie-breaker>}: a page starts strictly
+// after the last row of the previous one, so pages stay stable under concurrent inserts.
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "hyperfleet/common/sqlite.h"
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/store/store.h"
+#include "store/statements.h"
+
+namespace hf::store {
+
+/// The position a NextToken names: sort key (a number or a string) and tie-breaker.
+struct Token {
+  nlohmann::json key;
+  std::string tie;
+};
+
+/// The NextToken of the page after the row with sort key `key` and tie-breaker `tie`.
+std::string EncodeToken(const nlohmann::json& key, const std::string& tie);
+
+/// The position in `token`. Errors: InvalidArgument "Invalid pagination token (NextToken)."
+/// for a token that is not ours, or whose key is not numeric (`numeric_key`) or text.
+StatusOr<Token> DecodeToken(const std::string& token, bool numeric_key);
+
+/// A LIKE pattern matching `needle` anywhere, with LIKE's wildcards escaped (ESCAPE '\').
+std::string ContainsPattern(const std::string& needle);
+
+/// The filters ListClusters and ListClusterNodes share: created strictly after and before
+/// (on `time_col`, epoch seconds) and a name containing `contains` (on `name_col`), bound at
+/// ?first, ?first+1 and ?first+2. Each condition appears only when used: an always-present
+/// range on the sort column would keep SQLite from seeking to the page's start in the index.
+struct CreatedFilter {
+  const char* time_col;
+  const char* name_col;
+  int first;
+  std::optional<SystemTime> after, before;
+  std::string contains;
+
+  /// " AND ..." for each condition used.
+  std::string sql() const;
+  void bind(sqlite::Statement& s) const;
+};
+
+/// Keyset pagination over (sort key, tie-breaker) columns, shared by every list query: the
+/// page starts strictly after the last row of the previous page, in the requested order.
+struct Keyset {
+  const char* key_col;  ///< sort column
+  const char* tie_col;  ///< unique tie-breaker column
+  bool numeric_key;     ///< sort column holds numbers (epoch seconds), else text
+  bool descending;
+  std::optional<Token> after;  ///< from the request's NextToken
+
+  /// Parses `page_token` (empty: first page). InvalidArgument for a token that is not ours.
+  Status start(const std::string& page_token);
+  /// The WHERE condition (bound at ?key_param, ?key_param+1) and ORDER BY ... LIMIT ?limit.
+  std::string sql(int key_param, int limit_param) const;
+  /// Binds the position and the limit (one more row than the page: is there a next page?).
+  void bind(sqlite::Statement& s, int key_param, int limit_param, int limit) const;
+
+  /// Reads the rows of `s` into a page of at most `limit` items; `key_of(item)` gives the
+  /// (sort key, tie-breaker) that the next page's token starts after. Errors: Internal.
+  template <class T, class ReadFn, class KeyFn>
+  StatusOr<Page<T>> collect(const sqlite::Database& db, sqlite::Statement& s, int limit,
+                            ReadFn read, KeyFn key_of) const {
+    Page<T> page;
+    HF_ASSIGN_OR_RETURN(page.items, ReadAll<T>(db, s, "list", read));
+    if (static_cast<int>(page.items.size()) > limit) {
+      page.items.resize(limit);
+      auto [key, tie] = key_of(page.items.back());
+      page.next_token = EncodeToken(key, tie);
+    }
+    return page;
+  }
+};
+
+}  // namespace hf::store
