@@ -1,66 +1,36 @@
 #include "hyperfleet/agentapi/node_tokens.h"
 
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "hyperfleet/common/paths.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/random.h"
+#include "hyperfleet/common/strings.h"
 
 namespace hf::agentapi {
 namespace {
 constexpr size_t kSecretBytes = 32;
-
-std::string Hex(const unsigned char* data, size_t n) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kDigits[data[i] >> 4]);
-    out.push_back(kDigits[data[i] & 15]);
-  }
-  return out;
-}
 }  // namespace
 
 StatusOr<NodeTokens> NodeTokens::LoadOrCreate(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (in) {
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string secret = ss.str();
-    if (secret.size() != kSecretBytes) {
+  StatusOr<std::string> existing = ReadFile(path);
+  if (existing.ok()) {
+    if (existing->size() != kSecretBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": expected a ", kSecretBytes, "-byte node secret, found ",
-                       secret.size(), " bytes"));
+                       existing->size(), " bytes"));
     }
-    return NodeTokens(std::move(secret));
+    return NodeTokens(*std::move(existing));
   }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
   const auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
-    HF_RETURN_IF_ERROR(EnsureDirectory(path.substr(0, slash)));
+    HF_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), 0700));
   }
-  std::string secret(kSecretBytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(secret.data()), kSecretBytes) != 1) {
-    return absl::InternalError("RAND_bytes failed while making the node secret");
-  }
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": ", std::strerror(errno)));
-  bool ok = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno)));
-  }
+  std::string secret = RandomBytes(kSecretBytes);
+  HF_RETURN_IF_ERROR(WriteFileAtomically(path, secret, 0600));
   return NodeTokens(std::move(secret));
 }
 
@@ -69,7 +39,8 @@ std::string NodeTokens::tokenFor(std::string_view instance_id) const {
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
        reinterpret_cast<const unsigned char*>(instance_id.data()), instance_id.size(), mac, &len);
-  return Hex(mac, len);
+  return absl::BytesToHexString(
+      AbslView(std::string_view(reinterpret_cast<const char*>(mac), len)));
 }
 
 bool NodeTokens::verify(std::string_view instance_id, std::string_view token) const {

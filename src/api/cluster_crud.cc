@@ -7,15 +7,12 @@
 #include "cluster_rules.h"
 #include "hyperfleet/api/cluster_operations.h"
 #include "hyperfleet/api/tag_operations.h"
-#include "request_time.h"
 
 namespace hf::api {
 
 using Json = nlohmann::json;
-using cluster_request::Descending;
-using cluster_request::Limit;
+using cluster_request::CreatedQuery;
 using cluster_request::RuleViolation;
-using cluster_request::SortByFrom;
 using cluster_request::Str;
 using cluster_request::WithNextToken;
 namespace cs = model::cluster_status;
@@ -153,14 +150,8 @@ StatusOr<nlohmann::json> ClusterOperations::describeCluster(const Json& in) {
 }
 
 StatusOr<nlohmann::json> ClusterOperations::listClusters(const Json& in) {
-  store::ClusterQuery q;
-  q.created_after = RequestTimestamp(in, "CreationTimeAfter");
-  q.created_before = RequestTimestamp(in, "CreationTimeBefore");
+  auto q = CreatedQuery<store::ClusterQuery>(in);
   q.name_contains = Str(in, "NameContains");
-  q.sort_by = SortByFrom(in);
-  q.descending = Descending(in);
-  q.limit = Limit(in, "MaxResults", 10);
-  q.page_token = Str(in, "NextToken");
   HF_ASSIGN_OR_RETURN(auto page, store_.listClusters(q));
   Json summaries = Json::array();
   const std::string plan = Str(in, "TrainingPlanArn");

@@ -7,8 +7,7 @@
 namespace hf::api {
 
 using Json = nlohmann::json;
-using cluster_request::Descending;
-using cluster_request::Limit;
+using cluster_request::ReadPage;
 using cluster_request::Str;
 using cluster_request::WithNextToken;
 
@@ -35,9 +34,7 @@ StatusOr<nlohmann::json> ClusterOperations::listClusterEvents(const Json& in) {
   q.group = Str(in, "InstanceGroupName");
   q.instance_id = Str(in, "NodeId");
   q.resource_type = Str(in, "ResourceType");
-  q.descending = Descending(in);
-  q.limit = Limit(in, "MaxResults", 10);
-  q.page_token = Str(in, "NextToken");
+  ReadPage(in, q);
   HF_ASSIGN_OR_RETURN(auto page, store_.listEvents(c.id, q));
   Json events = Json::array();
   for (const auto& e : page.items) events.push_back(eventSummary(c, e, false));

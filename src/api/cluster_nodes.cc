@@ -8,16 +8,13 @@
 #include "cluster_request.h"
 #include "cluster_rules.h"
 #include "hyperfleet/api/cluster_operations.h"
-#include "request_time.h"
 
 namespace hf::api {
 
 using Json = nlohmann::json;
 using cluster_request::BatchNodesResult;
-using cluster_request::Descending;
-using cluster_request::Limit;
+using cluster_request::CreatedQuery;
 using cluster_request::RuleViolation;
-using cluster_request::SortByFrom;
 using cluster_request::Str;
 using cluster_request::WithNextToken;
 namespace cs = model::cluster_status;
@@ -49,14 +46,8 @@ nlohmann::json ClusterOperations::nodeDetails(const model::Node& n) const {
 
 StatusOr<nlohmann::json> ClusterOperations::listClusterNodes(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto c, store_.cluster(Str(in, "ClusterName")));
-  store::NodeQuery q;
-  q.created_after = RequestTimestamp(in, "CreationTimeAfter");
-  q.created_before = RequestTimestamp(in, "CreationTimeBefore");
+  auto q = CreatedQuery<store::NodeQuery>(in);
   q.group_contains = Str(in, "InstanceGroupNameContains");
-  q.sort_by = SortByFrom(in);
-  q.descending = Descending(in);
-  q.limit = Limit(in, "MaxResults", 10);
-  q.page_token = Str(in, "NextToken");
   HF_ASSIGN_OR_RETURN(auto page, store_.listNodes(c.id, q));
   Json summaries = Json::array();
   for (const auto& n : page.items) summaries.push_back(nodeSummary(n));
@@ -122,11 +113,8 @@ StatusOr<nlohmann::json> ClusterOperations::batchDeleteClusterNodes(const Json& 
       updated.status = is::kShuttingDown;
       batch.nodes.push_back({updated, n->revision, false});
       removed_per_group[n->group]++;
-      auto e = event(c, "Instance", "Info",
-                     absl::StrCat("Instance ", n->instance_id, " deletion requested"),
-                     n->group);
-      e.instance_id = n->instance_id;
-      batch.events.push_back(std::move(e));
+      batch.events.push_back(
+          instanceEvent(c, *n, absl::StrCat("Instance ", n->instance_id, " deletion requested")));
       (is_logical ? ok_logical : ok_ids).push_back(key);
     };
     for (const auto& id : ids) remove(id, false);

@@ -67,6 +67,13 @@ model::Event ClusterOperations::event(const model::Cluster& c, std::string resou
                            std::move(group), "", nullptr});
 }
 
+model::Event ClusterOperations::instanceEvent(const model::Cluster& c, const model::Node& n,
+                                              std::string description) const {
+  return model::MakeEvent(ids_.eventId(), c.id, clock_.now(),
+                          {"Instance", "Info", std::move(description), n.group, n.instance_id,
+                           nullptr});
+}
+
 // ---- Read-modify-write ---------------------------------------------------------------------
 
 StatusOr<nlohmann::json> ClusterOperations::mutateCluster(

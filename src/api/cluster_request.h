@@ -8,6 +8,7 @@
 
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/store/store.h"
+#include "request_time.h"
 
 namespace hf::api::cluster_request {
 
@@ -36,6 +37,27 @@ inline store::SortBy SortByFrom(const nlohmann::json& in) {
 /// SortOrder: Descending, else Ascending (the default).
 inline bool Descending(const nlohmann::json& in) {
   return Str(in, "SortOrder") == "Descending";
+}
+
+/// The page members every List request shares: SortOrder, MaxResults (default 10) and
+/// NextToken, into `q` (a store::ClusterQuery, NodeQuery or EventQuery).
+template <class Query>
+void ReadPage(const nlohmann::json& in, Query& q) {
+  q.descending = Descending(in);
+  q.limit = Limit(in, "MaxResults", 10);
+  q.page_token = Str(in, "NextToken");
+}
+
+/// A ListClusters or ListClusterNodes query from the members both share: CreationTimeAfter,
+/// CreationTimeBefore, SortBy and the page (ReadPage); the caller adds its name filter.
+template <class Query>
+Query CreatedQuery(const nlohmann::json& in) {
+  Query q;
+  q.created_after = RequestTimestamp(in, "CreationTimeAfter");
+  q.created_before = RequestTimestamp(in, "CreationTimeBefore");
+  q.sort_by = SortByFrom(in);
+  ReadPage(in, q);
+  return q;
 }
 
 /// `out` with NextToken set when there is a next page (left out on the last one).

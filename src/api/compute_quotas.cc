@@ -226,11 +226,7 @@ StatusOr<Json> GovernanceOperations::updateComputeQuota(const Json& in) {
                                         " instead."));
           }
         }
-        HF_RETURN_IF_ERROR(CheckUpdatable(r, in));
-        if (c.status == model::cluster_status::kDeleting) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("Cluster ", c.name, " is being deleted."));
-        }
+        HF_RETURN_IF_ERROR(CheckUpdatable(r, c, in));
         if (in.contains("ComputeQuotaConfig")) {
           r.body["ComputeQuotaConfig"] = WithQuotaDefaults(in["ComputeQuotaConfig"]);
         }
@@ -239,15 +235,7 @@ StatusOr<Json> GovernanceOperations::updateComputeQuota(const Json& in) {
         }
         if (in.contains("ActivationState")) r.body["ActivationState"] = in["ActivationState"];
         if (in.contains("Description")) r.body["Description"] = in["Description"];
-        r.body.erase("FailureReason");
-        r.version += 1;
-        r.status = st::kUpdating;
-        r.last_modified_time = clock_.now();
-        batch.scheduler_resources.push_back({r, r.revision, false});
-        batch.events.push_back(event(c.id, "Info",
-                                     absl::StrCat(Named(r), " update started, version ",
-                                                  r.version),
-                                     r.last_modified_time));
+        startUpdate(r, batch);
         HF_ASSIGN_OR_RETURN(auto quotas, store_.schedulerResources(kind::kComputeQuota, c.id));
         for (auto& q : quotas) {
           if (q.id == r.id) q = r;

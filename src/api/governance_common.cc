@@ -1,6 +1,8 @@
 #include "governance_common.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/strings.h"
 
 namespace hf::api::governance_ops {
 
@@ -70,7 +72,8 @@ Json DescribeOf(const model::SchedulerResource& r) {
   return out;
 }
 
-Status CheckUpdatable(const model::SchedulerResource& r, const Json& in) {
+Status CheckUpdatable(const model::SchedulerResource& r, const model::Cluster& c,
+                      const Json& in) {
   const int target = in["TargetVersion"].get<int>();
   if (target != r.version) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -81,6 +84,9 @@ Status CheckUpdatable(const model::SchedulerResource& r, const Json& in) {
     return absl::FailedPreconditionError(
         absl::StrCat(Named(r), " is ", r.status, "; retry once it has settled."));
   }
+  if (c.status == model::cluster_status::kDeleting) {
+    return absl::FailedPreconditionError(absl::StrCat("Cluster ", c.name, " is being deleted."));
+  }
   return absl::OkStatus();
 }
 
@@ -89,29 +95,14 @@ Json UpdateResult(const model::SchedulerResource& r) {
               {absl::StrCat(r.kind, "Version"), r.version}};
 }
 
-std::string Hex(const std::string& raw) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
-}
+std::string Hex(const std::string& raw) { return absl::BytesToHexString(AbslView(raw)); }
 
 std::optional<Json> Unhex(const std::string& token) {
-  if (token.size() % 2 != 0) return std::nullopt;
-  std::string raw;
-  for (size_t i = 0; i < token.size(); i += 2) {
-    auto nib = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      return -1;
-    };
-    const int hi = nib(token[i]), lo = nib(token[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    raw.push_back(static_cast<char>(hi * 16 + lo));
+  // Only what Hex writes: an even number of lowercase hex digits.
+  if (token.size() % 2 != 0 || token.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return std::nullopt;
   }
+  const std::string raw = absl::HexStringToBytes(AbslView(token));
   Json j = Json::parse(raw, nullptr, false);
   if (!j.is_object() || !j.contains("k") || !j["i"].is_string()) return std::nullopt;
   return j;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hyperfleet/common/status.h"
+#include "hyperfleet/model/cluster.h"
 #include "hyperfleet/model/governance.h"
 
 namespace hf::api::governance_ops {
@@ -41,9 +42,11 @@ Json Common(const model::SchedulerResource& r);
 /// DescribeClusterSchedulerConfig's or DescribeComputeQuota's response for `r`.
 Json DescribeOf(const model::SchedulerResource& r);
 
-/// The common checks of an update: the version the client read (TargetVersion), and no
-/// change in flight. Errors: FailedPrecondition (ConflictException).
-Status CheckUpdatable(const model::SchedulerResource& r, const Json& in);
+/// The common checks of an update of `r` on cluster `c`: the version the client read
+/// (TargetVersion), no change in flight, and the cluster not being deleted. Errors:
+/// FailedPrecondition (ConflictException).
+Status CheckUpdatable(const model::SchedulerResource& r, const model::Cluster& c,
+                      const Json& in);
 
 /// An Update's response: {"<Kind>Arn", "<Kind>Version"}.
 Json UpdateResult(const model::SchedulerResource& r);

@@ -203,6 +203,17 @@ StatusOr<Json> GovernanceOperations::mutate(
 
 // ---- delete ---------------------------------------------------------------------------------
 
+void GovernanceOperations::startUpdate(model::SchedulerResource& r, store::WriteBatch& batch) {
+  r.body.erase("FailureReason");
+  r.version += 1;
+  r.status = st::kUpdating;
+  r.last_modified_time = clock_.now();
+  batch.scheduler_resources.push_back({r, r.revision, false});
+  batch.events.push_back(
+      event(r.cluster_id, "Info", absl::StrCat(Named(r), " update started, version ", r.version),
+            r.last_modified_time));
+}
+
 StatusOr<Json> GovernanceOperations::remove(const std::string& k, const std::string& id) {
   return mutate(
       k, id,

@@ -86,12 +86,8 @@ StatusOr<nlohmann::json> ClusterOperations::requestRecovery(const Json& in,
       updated.message = absl::StrCat(action == "Reboot" ? "Reboot" : "Replacement",
                                      " requested by ", api);
       batch.nodes.push_back({updated, n->revision, false});
-      auto e = event(c, "Instance", "Info",
-                     absl::StrCat("Instance ", n->instance_id, " ", verb, " requested (", api,
-                                  ")"),
-                     n->group);
-      e.instance_id = n->instance_id;
-      batch.events.push_back(std::move(e));
+      batch.events.push_back(instanceEvent(
+          c, *n, absl::StrCat("Instance ", n->instance_id, " ", verb, " requested (", api, ")")));
       (is_logical ? ok_logical : ok_ids).push_back(key);
     };
     for (const auto& id : ids) request(id, false);

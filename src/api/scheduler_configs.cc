@@ -77,24 +77,12 @@ StatusOr<Json> GovernanceOperations::updateClusterSchedulerConfig(const Json& in
       kind::kSchedulerConfig, Str(in, "ClusterSchedulerConfigId"),
       [&](model::SchedulerResource& r, const model::Cluster& c,
           store::WriteBatch& batch) -> Status {
-        HF_RETURN_IF_ERROR(CheckUpdatable(r, in));
-        if (c.status == model::cluster_status::kDeleting) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("Cluster ", c.name, " is being deleted."));
-        }
+        HF_RETURN_IF_ERROR(CheckUpdatable(r, c, in));
         if (in.contains("SchedulerConfig")) {
           r.body["SchedulerConfig"] = WithSchedulerDefaults(in["SchedulerConfig"]);
         }
         if (in.contains("Description")) r.body["Description"] = in["Description"];
-        r.body.erase("FailureReason");
-        r.version += 1;
-        r.status = st::kUpdating;
-        r.last_modified_time = clock_.now();
-        batch.scheduler_resources.push_back({r, r.revision, false});
-        batch.events.push_back(event(c.id, "Info",
-                                     absl::StrCat(Named(r), " update started, version ",
-                                                  r.version),
-                                     r.last_modified_time));
+        startUpdate(r, batch);
         return absl::OkStatus();
       },
       UpdateResult);

@@ -94,6 +94,9 @@ class ClusterOperations final : public OperationSet {
   Json filterToShape(const Json& value, std::string_view shape) const;
   model::Event event(const model::Cluster& c, std::string resource_type, std::string level,
                      std::string description, std::string group = "") const;
+  /// An Info event about node `n` of cluster `c` (resource type Instance, its group and id).
+  model::Event instanceEvent(const model::Cluster& c, const model::Node& n,
+                             std::string description) const;
 
   store::Store& store_;
   const model::ServiceModel& model_;

@@ -79,6 +79,9 @@ class GovernanceOperations final : public OperationSet {
                                                    const model::Cluster&,
                                                    store::WriteBatch&)>& fn,
                         const std::function<Json(const model::SchedulerResource&)>& out);
+  /// Starts the update of `r` (its body already edited): the next version, Updating, the
+  /// write and its Info event, into `batch`.
+  void startUpdate(model::SchedulerResource& r, store::WriteBatch& batch);
   StatusOr<Json> remove(const std::string& kind, const std::string& id);
   StatusOr<Json> list(const std::string& kind, const Json& in);
   StatusOr<model::SchedulerResource> find(const std::string& kind, const std::string& id);
