@@ -188,6 +188,75 @@ TEST(ProtocolTest, CommandsThatDoNotMatchAreSkippedOneByOne) {
   EXPECT_FALSE(Parse<HeartbeatResponse>(R"({"files": [{"path": 1}]})").ok());
 }
 
+// The exact text of each message with every member set, as the hand-written codecs before
+// the member lists wrote it (keys, members left out when unset, nesting): a misspelt or
+// dropped key in protocol.cc's Members fails here.
+TEST(ProtocolTest, EveryMessageEncodesToItsWireText) {
+  RegisterResponse r;
+  r.cluster_id = "c-1";
+  r.cluster_name = "ml";
+  r.group = "workers";
+  r.instance_id = "i-1";
+  r.instance_type = "ml.g5.8xlarge";
+  r.heartbeat_seconds = 5;
+  r.expected_gpus = 1;
+  r.files_revision = 7;
+  r.files = {{"/etc/a", 0640, "x"}};
+  r.lifecycle.run = true;
+  r.lifecycle.source_s3_uri = "s3://b/p/";
+  r.lifecycle.on_create = "c.sh";
+  r.lifecycle.directory = "/tmp/b/p/";
+  r.lifecycle.timeout_seconds = 60;
+  EXPECT_EQ(Encode(r),
+            R"({"cluster_id":"c-1","cluster_name":"ml","expected_gpus":1,"files":[{"content":"x",)"
+            R"("mode":416,"path":"/etc/a"}],"files_revision":7,"group":"workers",)"
+            R"("heartbeat_seconds":5,"instance_id":"i-1","instance_type":"ml.g5.8xlarge",)"
+            R"("lifecycle":{"directory":"/tmp/b/p/","on_create":"c.sh","on_init_complete":"",)"
+            R"("run":true,"source_s3_uri":"s3://b/p/","timeout_seconds":60},"version":1})");
+  HeartbeatResponse h;
+  h.files_revision = 7;
+  h.time = 12.5;
+  h.files = std::vector<NodeFile>{};
+  h.slurm_marks = {{"ip-a", "down", "why"}};
+  h.governance = Governance{{"team-a"}, {{"inference-priority", 3}}};
+  h.slurm_job_actions = {{12, "release"}};
+  EXPECT_EQ(Encode(h),
+            R"({"files":[],"files_revision":7,"governance":{"accounts":["team-a"],"qos":)"
+            R"([{"name":"inference-priority","priority":3}]},"slurm_job_actions":[{"action":)"
+            R"("release","job":12}],"slurm_marks":[{"action":"down","node":"ip-a","reason":)"
+            R"("why"}],"time":12.5,"version":1})");
+  HeartbeatRequest q;
+  q.files_revision = 7;
+  q.health = HealthReport{"ok", "none", 1.5, 2, {{"disk", "ok", "none", "fine"}}};
+  q.slurm_nodes = std::vector<SlurmNode>{{"ip-a", "idle", 2, "", 0}};
+  q.slurm_jobs = SlurmJobsReport{
+      {{3, "team-a", "", "dev", 2, "PENDING", 10, "None", "hyperfleet-held"}},
+      {{"dev", {"ip-a"}}}};
+  EXPECT_EQ(Encode(q),
+            R"({"files_revision":7,"health":{"action":"none","checked_at":1.5,"duration_ms":2,)"
+            R"("findings":[{"action":"none","check":"disk","message":"fine","severity":"ok"}],)"
+            R"("verdict":"ok"},"slurm_jobs":{"jobs":[{"account":"team-a","id":3,"mark":)"
+            R"("hyperfleet-held","nodes":2,"partition":"dev","qos":"","reason":"None","state":)"
+            R"("PENDING","submit_time":10.0}],"partitions":{"dev":["ip-a"]}},"slurm_nodes":)"
+            R"([{"alloc_cpus":2,"name":"ip-a","reason":"","reason_time":0.0,"state":"idle"}],)"
+            R"("version":1})");
+  EXPECT_EQ(Encode(LifecycleReport{1, "Failed", "c.sh", "exit", 3, "m"}),
+            R"({"exit_code":3,"message":"m","reason":"exit","script":"c.sh","state":"Failed",)"
+            R"("version":1})");
+  EXPECT_EQ(Encode(LogBatch{1, "LifecycleConfig", {{5, "a"}, {std::nullopt, "b"}}}),
+            R"({"events":[{"message":"a","timestamp":5},{"message":"b"}],)"
+            R"("stream":"LifecycleConfig","version":1})");
+  EXPECT_EQ(Encode(BundleListing{1, {{"c.sh", 4}}}),
+            R"({"files":[{"key":"c.sh","size":4}],"version":1})");
+  EXPECT_EQ(Encode(ErrorBody{"no", "empty"}), R"({"error":"no","reason":"empty"})");
+  EXPECT_EQ(Encode(RegisterRequest{1, "boot"}), R"({"boot_id":"boot","version":1})");
+  // Unset members are left out.
+  EXPECT_EQ(Encode(HeartbeatResponse{}), R"({"version":1})");
+  EXPECT_EQ(Encode(ErrorBody{"no", ""}), R"({"error":"no"})");
+  EXPECT_EQ(Encode(LifecycleReport{1, "Started", "c.sh", "", std::nullopt, ""}),
+            R"({"script":"c.sh","state":"Started","version":1})");
+}
+
 TEST(ProtocolTest, FileModesAreNumbersOrOctalStrings) {
   auto f = Parse<NodeFile>(R"({"path": "/a", "mode": "0640", "content": "x"})");
   ASSERT_TRUE(f.ok()) << f.status();
