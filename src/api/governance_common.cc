@@ -1,8 +1,6 @@
 #include "governance_common.h"
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "hyperfleet/common/strings.h"
 
 namespace hf::api::governance_ops {
 
@@ -93,19 +91,6 @@ Status CheckUpdatable(const model::SchedulerResource& r, const model::Cluster& c
 Json UpdateResult(const model::SchedulerResource& r) {
   return Json{{absl::StrCat(r.kind, "Arn"), r.arn},
               {absl::StrCat(r.kind, "Version"), r.version}};
-}
-
-std::string Hex(const std::string& raw) { return absl::BytesToHexString(AbslView(raw)); }
-
-std::optional<Json> Unhex(const std::string& token) {
-  // Only what Hex writes: an even number of lowercase hex digits.
-  if (token.size() % 2 != 0 || token.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return std::nullopt;
-  }
-  const std::string raw = absl::HexStringToBytes(AbslView(token));
-  Json j = Json::parse(raw, nullptr, false);
-  if (!j.is_object() || !j.contains("k") || !j["i"].is_string()) return std::nullopt;
-  return j;
 }
 
 }  // namespace hf::api::governance_ops

@@ -51,10 +51,4 @@ Status CheckUpdatable(const model::SchedulerResource& r, const model::Cluster& c
 /// An Update's response: {"<Kind>Arn", "<Kind>Version"}.
 Json UpdateResult(const model::SchedulerResource& r);
 
-/// List pages: a NextToken is the hex of {"k": <sort key>, "i": <id>}; the page starts
-/// strictly after that object in the requested order (keyset pagination, stable under
-/// inserts). Unhex gives nullopt for a token that is not one of ours.
-std::string Hex(const std::string& raw);
-std::optional<Json> Unhex(const std::string& token);
-
 }  // namespace hf::api::governance_ops

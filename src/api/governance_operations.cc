@@ -11,6 +11,7 @@
 #include "governance_common.h"
 #include "hyperfleet/api/errors.h"
 #include "hyperfleet/api/tag_operations.h"
+#include "hyperfleet/store/page_token.h"
 #include "request_time.h"
 
 namespace hf::api {
@@ -297,13 +298,9 @@ StatusOr<Json> GovernanceOperations::list(const std::string& k, const Json& in) 
     return descending ? ib < ia : ia < ib;
   };
 
-  std::optional<Json> start;
+  std::optional<store::PageToken> start;
   if (const std::string token = Str(in, "NextToken"); !token.empty()) {
-    start = Unhex(token);
-    const bool numeric = sort_by == "CreationTime";
-    if (!start || ((*start)["k"].is_number() != numeric)) {
-      return absl::InvalidArgumentError("Invalid pagination token (NextToken).");
-    }
+    HF_ASSIGN_OR_RETURN(start, store::DecodePageToken(token, sort_by == "CreationTime"));
   }
   std::vector<model::SchedulerResource> rows;
   for (auto& r : all) {
@@ -311,10 +308,7 @@ StatusOr<Json> GovernanceOperations::list(const std::string& k, const Json& in) 
     if (before && r.creation_time >= *before) continue;
     if (!name_contains.empty() && !absl::StrContains(r.name, name_contains)) continue;
     if (!status.empty() && r.status != status) continue;
-    if (start && !before_in_order((*start)["k"], (*start)["i"].get<std::string>(), key_of(r),
-                                  r.id)) {
-      continue;
-    }
+    if (start && !before_in_order(start->key, start->tie, key_of(r), r.id)) continue;
     rows.push_back(std::move(r));
   }
   std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
@@ -325,7 +319,7 @@ StatusOr<Json> GovernanceOperations::list(const std::string& k, const Json& in) 
   for (const auto& r : rows) {
     if (static_cast<int>(summaries.size()) == limit) {
       const auto& last = rows[limit - 1];
-      next = Hex(Json{{"k", key_of(last)}, {"i", last.id}}.dump());
+      next = store::EncodePageToken(key_of(last), last.id);
       break;
     }
     Json s = Common(r);

@@ -8,13 +8,13 @@ namespace hf::store {
 
 using nlohmann::json;
 
-std::string EncodeToken(const json& key, const std::string& tie) {
+std::string EncodePageToken(const json& key, const std::string& tie) {
   return absl::BytesToHexString(AbslView(json{{"k", key}, {"i", tie}}.dump()));
 }
 
-StatusOr<Token> DecodeToken(const std::string& token, bool numeric_key) {
+StatusOr<PageToken> DecodePageToken(const std::string& token, bool numeric_key) {
   auto bad = [] { return absl::InvalidArgumentError("Invalid pagination token (NextToken)."); };
-  // Only what EncodeToken writes: an even number of lowercase hex digits.
+  // Only what EncodePageToken writes: an even number of lowercase hex digits.
   if (token.size() % 2 != 0 || token.size() > 8192 ||
       token.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return bad();
@@ -25,7 +25,7 @@ StatusOr<Token> DecodeToken(const std::string& token, bool numeric_key) {
     return bad();
   }
   if (numeric_key ? !j["k"].is_number() : !j["k"].is_string()) return bad();
-  return Token{j["k"], j["i"].get<std::string>()};
+  return PageToken{j["k"], j["i"].get<std::string>()};
 }
 
 std::string ContainsPattern(const std::string& needle) {
@@ -54,7 +54,7 @@ void CreatedFilter::bind(sqlite::Statement& s) const {
 
 Status Keyset::start(const std::string& page_token) {
   if (page_token.empty()) return absl::OkStatus();
-  HF_ASSIGN_OR_RETURN(after, DecodeToken(page_token, numeric_key));
+  HF_ASSIGN_OR_RETURN(after, DecodePageToken(page_token, numeric_key));
   return absl::OkStatus();
 }
 

@@ -1,7 +1,6 @@
 #pragma once
-// Keyset pagination of the store's list queries (private to src/store). A NextToken is the
-// hex of a small JSON document {"k": <sort key>, "i": <tie-breaker>}: a page starts strictly
-// after the last row of the previous one, so pages stay stable under concurrent inserts.
+// Keyset pagination of the store's list queries (private to src/store), over the NextTokens
+// of hyperfleet/store/page_token.h.
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,23 +9,11 @@
 
 #include "hyperfleet/common/sqlite.h"
 #include "hyperfleet/common/status.h"
+#include "hyperfleet/store/page_token.h"
 #include "hyperfleet/store/store.h"
 #include "store/statements.h"
 
 namespace hf::store {
-
-/// The position a NextToken names: sort key (a number or a string) and tie-breaker.
-struct Token {
-  nlohmann::json key;
-  std::string tie;
-};
-
-/// The NextToken of the page after the row with sort key `key` and tie-breaker `tie`.
-std::string EncodeToken(const nlohmann::json& key, const std::string& tie);
-
-/// The position in `token`. Errors: InvalidArgument "Invalid pagination token (NextToken)."
-/// for a token that is not ours, or whose key is not numeric (`numeric_key`) or text.
-StatusOr<Token> DecodeToken(const std::string& token, bool numeric_key);
 
 /// A LIKE pattern matching `needle` anywhere, with LIKE's wildcards escaped (ESCAPE '\').
 std::string ContainsPattern(const std::string& needle);
@@ -54,7 +41,7 @@ struct Keyset {
   const char* tie_col;  ///< unique tie-breaker column
   bool numeric_key;     ///< sort column holds numbers (epoch seconds), else text
   bool descending;
-  std::optional<Token> after;  ///< from the request's NextToken
+  std::optional<PageToken> after;  ///< from the request's NextToken
 
   /// Parses `page_token` (empty: first page). InvalidArgument for a token that is not ours.
   Status start(const std::string& page_token);
@@ -73,7 +60,7 @@ struct Keyset {
     if (static_cast<int>(page.items.size()) > limit) {
       page.items.resize(limit);
       auto [key, tie] = key_of(page.items.back());
-      page.next_token = EncodeToken(key, tie);
+      page.next_token = EncodePageToken(key, tie);
     }
     return page;
   }

@@ -5,7 +5,9 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "hyperfleet/common/sqlite.h"
+#include "hyperfleet/store/page_token.h"
 #include "hyperfleet/store/store.h"
 
 namespace hf::store {
@@ -191,6 +193,26 @@ TEST_P(StoreTest, ForeignTokensAreRejected) {
   ClusterQuery cq;
   cq.page_token = "7b7d";  // hex of "{}"
   EXPECT_TRUE(absl::IsInvalidArgument(store_->listClusters(cq).status()));
+}
+
+TEST(PageToken, IsTheLowercaseHexOfKeyAndTieAndReadsOnlyThat) {
+  const std::string token = EncodePageToken(12.5, "abc");
+  EXPECT_EQ(token, "7b2269223a22616263222c226b223a31322e357d");  // {"i":"abc","k":12.5}
+  auto back = DecodePageToken(token, /*numeric_key=*/true);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->key, 12.5);
+  EXPECT_EQ(back->tie, "abc");
+  EXPECT_TRUE(DecodePageToken(EncodePageToken("demo", "id"), false).ok());
+  for (const std::string& bad : {
+           absl::AsciiStrToUpper(token),  // only what EncodePageToken writes
+           token.substr(1), token + "0g", std::string("7b7d"),  // "{}"
+           EncodePageToken("demo", "id"),  // a text key where a number is expected
+       }) {
+    const auto decoded = DecodePageToken(bad, /*numeric_key=*/true);
+    ASSERT_TRUE(absl::IsInvalidArgument(decoded.status())) << bad;
+    EXPECT_EQ(decoded.status().message(), "Invalid pagination token (NextToken).");
+  }
+  EXPECT_FALSE(DecodePageToken(token, /*numeric_key=*/false).ok());
 }
 
 TEST_P(StoreTest, EraseRemovesNodesEventsAndTags) {
