@@ -286,144 +286,181 @@ bool Has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-/// The violated invariants of `plan` for `snap` (empty when all hold).
-std::vector<std::string> Violations(const ClusterSnapshot& snap, const ClusterPlan& plan) {
+/// The invariants of one plan for one snapshot, a method per group of them; `bad`
+/// collects the violated ones.
+struct InvariantCheck {
+  const ClusterSnapshot& snap;
+  const ClusterPlan& plan;
   std::vector<std::string> bad;
-  auto check = [&](bool ok, std::string what) {
-    if (!ok) bad.push_back(std::move(what));
-  };
   std::map<std::string, const model::Node*> before;
-  for (const auto& n : snap.nodes) before[n.instance_id] = &n;
   std::map<std::string, const provider::InstanceObservation*> reported;
-  for (const auto& o : snap.instances) reported[o.instance_id] = &o;
+  std::map<std::string, model::Node> after;  // node records after the plan's writes
+  std::set<std::string> created;             // records the plan creates
+  std::string status;                        // the cluster's status after the plan
 
-  // Node records after the plan's writes.
-  std::map<std::string, model::Node> after;
-  for (const auto& n : snap.nodes) after[n.instance_id] = n;
-  std::set<std::string> written, created;
-  for (const auto& w : plan.writes.nodes) {
-    const std::string& id = w.node.instance_id;
-    check(written.insert(id).second, "node " + id + " written twice");
-    if (before.count(id)) {
-      check(w.expected_revision == before[id]->revision, "write of " + id + " not fenced");
-    } else {
-      check(w.expected_revision == store::kMustNotExist, "new " + id + " may overwrite");
-      check(!reported.count(id), "new record " + id + " reuses a provider instance's id");
-      check(!w.erase, "erase of unknown " + id);
-      // Pending; or ShuttingDown, never launched, when a replacement made in this pass is
-      // scaled away in the same pass.
-      check(w.node.status == is::kPending ||
-                (w.node.status == is::kShuttingDown &&
-                 std::none_of(plan.launches.begin(), plan.launches.end(),
-                              [&](const auto& l) { return l.instance_id == id; })),
-            "new " + id + " is neither Pending nor an unlaunched ShuttingDown");
-      created.insert(id);
-    }
-    if (w.erase) {
-      after.erase(id);
-    } else {
-      after[id] = w.node;
-    }
+  InvariantCheck(const ClusterSnapshot& s, const ClusterPlan& p) : snap(s), plan(p) {
+    for (const auto& n : snap.nodes) before[n.instance_id] = &n;
+    for (const auto& o : snap.instances) reported[o.instance_id] = &o;
   }
-  // Erasing the cluster erases its node records.
-  if (!plan.writes.clusters.empty() && plan.writes.clusters[0].erase) after.clear();
-  const std::string status = plan.writes.clusters.empty() ? snap.cluster.status
-                                                          : plan.writes.clusters[0].cluster.status;
-  // Writes are fenced by the cluster's revision.
-  if (!plan.writes.nodes.empty() || !plan.writes.events.empty()) {
-    check(plan.writes.clusters.size() == 1 &&
-              plan.writes.clusters[0].expected_revision == snap.cluster.revision,
-          "node writes or events without the cluster's fence");
-  }
-  std::set<std::string> event_ids;
-  for (const auto& e : plan.writes.events) {
-    check(event_ids.insert(e.id).second, "event id " + e.id + " twice");
-    check(e.cluster_id == snap.cluster.id && e.time == kNow, "event " + e.id + " misattributed");
+  void check(bool ok, std::string what) {
+    if (!ok) bad.push_back(std::move(what));
   }
 
-  // Launches: a new record's id (never one of the snapshot's or another launch's), or a
-  // relaunch of a Pending record the provider does not report (launch is idempotent by id).
-  std::set<std::string> launched;
-  for (const auto& l : plan.launches) {
-    check(launched.insert(l.instance_id).second, "launch " + l.instance_id + " twice");
-    if (before.count(l.instance_id)) {
-      check(before[l.instance_id]->status == is::kPending && !reported.count(l.instance_id),
-            "launch reuses " + l.instance_id);
-    } else {
-      check(created.count(l.instance_id) > 0, "launch " + l.instance_id + " has no record");
-      check(!reported.count(l.instance_id), "launch reuses provider id " + l.instance_id);
+  void writesAndFence() {
+    for (const auto& n : snap.nodes) after[n.instance_id] = n;
+    std::set<std::string> written;
+    for (const auto& w : plan.writes.nodes) {
+      const std::string& id = w.node.instance_id;
+      check(written.insert(id).second, "node " + id + " written twice");
+      if (before.count(id)) {
+        check(w.expected_revision == before[id]->revision, "write of " + id + " not fenced");
+      } else {
+        check(w.expected_revision == store::kMustNotExist, "new " + id + " may overwrite");
+        check(!reported.count(id), "new record " + id + " reuses a provider instance's id");
+        check(!w.erase, "erase of unknown " + id);
+        // Pending; or ShuttingDown, never launched, when a replacement made in this pass is
+        // scaled away in the same pass.
+        check(w.node.status == is::kPending ||
+                  (w.node.status == is::kShuttingDown &&
+                   std::none_of(plan.launches.begin(), plan.launches.end(),
+                                [&](const auto& l) { return l.instance_id == id; })),
+              "new " + id + " is neither Pending nor an unlaunched ShuttingDown");
+        created.insert(id);
+      }
+      if (w.erase) {
+        after.erase(id);
+      } else {
+        after[id] = w.node;
+      }
     }
-    // (A relaunched record that this pass scales away is launched and terminated alike.)
-    check(!created.count(l.instance_id) ||
-              (!Has(plan.terminations, l.instance_id) && !Has(plan.kills, l.instance_id)),
-          "new " + l.instance_id + " is launched and terminated");
+    // Erasing the cluster erases its node records.
+    if (!plan.writes.clusters.empty() && plan.writes.clusters[0].erase) after.clear();
+    status = plan.writes.clusters.empty() ? snap.cluster.status
+                                          : plan.writes.clusters[0].cluster.status;
+    // Writes are fenced by the cluster's revision.
+    if (!plan.writes.nodes.empty() || !plan.writes.events.empty()) {
+      check(plan.writes.clusters.size() == 1 &&
+                plan.writes.clusters[0].expected_revision == snap.cluster.revision,
+            "node writes or events without the cluster's fence");
+    }
   }
-  if (snap.cluster.status == cs::kDeleting) {
-    check(plan.launches.empty(), "a Deleting cluster launches");
+
+  void events() {
+    std::set<std::string> event_ids;
+    for (const auto& e : plan.writes.events) {
+      check(event_ids.insert(e.id).second, "event id " + e.id + " twice");
+      check(e.cluster_id == snap.cluster.id && e.time == kNow, "event " + e.id + " misattributed");
+    }
+
+  }
+
+  void launchesAndDeleting() {
+    // Launches: a new record's id (never one of the snapshot's or another launch's), or a
+    // relaunch of a Pending record the provider does not report (launch is idempotent by id).
+    std::set<std::string> launched;
+    for (const auto& l : plan.launches) {
+      check(launched.insert(l.instance_id).second, "launch " + l.instance_id + " twice");
+      if (before.count(l.instance_id)) {
+        check(before[l.instance_id]->status == is::kPending && !reported.count(l.instance_id),
+              "launch reuses " + l.instance_id);
+      } else {
+        check(created.count(l.instance_id) > 0, "launch " + l.instance_id + " has no record");
+        check(!reported.count(l.instance_id), "launch reuses provider id " + l.instance_id);
+      }
+      // (A relaunched record that this pass scales away is launched and terminated alike.)
+      check(!created.count(l.instance_id) ||
+                (!Has(plan.terminations, l.instance_id) && !Has(plan.kills, l.instance_id)),
+            "new " + l.instance_id + " is launched and terminated");
+    }
+    if (snap.cluster.status == cs::kDeleting) {
+      check(plan.launches.empty(), "a Deleting cluster launches");
+      for (const auto& [id, n] : after) {
+        check(n.status == is::kShuttingDown, "Deleting cluster keeps " + id + " live");
+      }
+    }
+
+  }
+
+  void stoppingAndUnknown() {
+    // Every ShuttingDown record the provider still runs was asked to terminate (in this plan,
+    // or the provider is terminating it); one it no longer reports is erased, unless this
+    // plan just asked for it.
+    std::set<std::string> stopping;
+    for (const auto& id : plan.terminations) {
+      check(stopping.insert(id).second, "terminate " + id + " twice");
+    }
+    for (const auto& id : plan.kills) check(stopping.insert(id).second, "kill " + id + " twice");
     for (const auto& [id, n] : after) {
-      check(n.status == is::kShuttingDown, "Deleting cluster keeps " + id + " live");
+      if (n.status != is::kShuttingDown) continue;
+      auto o = reported.find(id);
+      if (o != reported.end()) {
+        check(stopping.count(id) || o->second->state == InstanceState::kTerminating,
+              "ShuttingDown " + id + " was never asked to terminate");
+      } else {
+        check(created.count(id) || Has(plan.terminations, id),
+              "ShuttingDown " + id + " is gone from its provider but not erased");
+      }
     }
+    // Instances no record knows are terminated.
+    for (const auto& o : snap.instances) {
+      if (!before.count(o.instance_id) && o.state != InstanceState::kTerminating) {
+        check(Has(plan.terminations, o.instance_id), "unknown " + o.instance_id + " left running");
+      }
+    }
+
   }
 
-  // Every ShuttingDown record the provider still runs was asked to terminate (in this plan,
-  // or the provider is terminating it); one it no longer reports is erased, unless this
-  // plan just asked for it.
-  std::set<std::string> stopping;
-  for (const auto& id : plan.terminations) check(stopping.insert(id).second, "terminate " + id + " twice");
-  for (const auto& id : plan.kills) check(stopping.insert(id).second, "kill " + id + " twice");
-  for (const auto& [id, n] : after) {
-    if (n.status != is::kShuttingDown) continue;
-    auto o = reported.find(id);
-    if (o != reported.end()) {
-      check(stopping.count(id) || o->second->state == InstanceState::kTerminating,
-            "ShuttingDown " + id + " was never asked to terminate");
-    } else {
-      check(created.count(id) || Has(plan.terminations, id),
-            "ShuttingDown " + id + " is gone from its provider but not erased");
+  void replacements() {
+    // A replacement keeps its predecessor's NodeLogicalId and group; the predecessor goes.
+    for (const auto& id : created) {
+      if (!after.count(id)) continue;
+      const model::Node& r = after[id];
+      auto pred = before.find(r.marks.replacement_of);
+      if (pred == before.end()) continue;  // a new node of a group, or a retry
+      check(r.logical_id == pred->second->logical_id && r.group == pred->second->group,
+            "replacement " + id + " changed its NodeLogicalId or group");
+      check(!after.count(pred->first) || after[pred->first].status == is::kShuttingDown,
+            "replaced " + pred->first + " stays live");
     }
-  }
-  // Instances no record knows are terminated.
-  for (const auto& o : snap.instances) {
-    if (!before.count(o.instance_id) && o.state != InstanceState::kTerminating) {
-      check(Has(plan.terminations, o.instance_id), "unknown " + o.instance_id + " left running");
-    }
+
   }
 
-  // A replacement keeps its predecessor's NodeLogicalId and group; the predecessor goes.
-  for (const auto& id : created) {
-    if (!after.count(id)) continue;
-    const model::Node& r = after[id];
-    auto pred = before.find(r.marks.replacement_of);
-    if (pred == before.end()) continue;  // a new node of a group, or a retry
-    check(r.logical_id == pred->second->logical_id && r.group == pred->second->group,
-          "replacement " + id + " changed its NodeLogicalId or group");
-    check(!after.count(pred->first) || after[pred->first].status == is::kShuttingDown,
-          "replaced " + pred->first + " stays live");
-  }
-
-  // Settled: nothing in flight, a final status, and (unless Failed, whose instances are
-  // kept as they were) no group above its target.
-  if (plan.settled) {
-    check(status == cs::kInService || status == cs::kFailed, "settled while " + status);
-    check(plan.launches.empty() && plan.terminations.empty() && plan.kills.empty(),
-          "settled with provider calls");
-    std::map<std::string, int> live;
-    for (const auto& [id, n] : after) {
-      check(n.status != is::kPending && n.status != is::kShuttingDown,
-            "settled with " + id + " " + model::ToString(n.status));
-      ++live[n.group];
-    }
-    if (status != cs::kFailed) {
-      const auto& groups = plan.writes.clusters.empty() ? snap.cluster.groups
-                                                        : plan.writes.clusters[0].cluster.groups;
-      for (const auto& g : groups) {
-        check(live[g.name] <= g.target_count,
-              absl::StrCat("settled with ", live[g.name], " live nodes in ", g.name,
-                           " (target ", g.target_count, ")"));
+  void settledState() {
+    // Settled: nothing in flight, a final status, and (unless Failed, whose instances are
+    // kept as they were) no group above its target.
+    if (plan.settled) {
+      check(status == cs::kInService || status == cs::kFailed, "settled while " + status);
+      check(plan.launches.empty() && plan.terminations.empty() && plan.kills.empty(),
+            "settled with provider calls");
+      std::map<std::string, int> live;
+      for (const auto& [id, n] : after) {
+        check(n.status != is::kPending && n.status != is::kShuttingDown,
+              "settled with " + id + " " + model::ToString(n.status));
+        ++live[n.group];
+      }
+      if (status != cs::kFailed) {
+        const auto& groups = plan.writes.clusters.empty() ? snap.cluster.groups
+                                                          : plan.writes.clusters[0].cluster.groups;
+        for (const auto& g : groups) {
+          check(live[g.name] <= g.target_count,
+                absl::StrCat("settled with ", live[g.name], " live nodes in ", g.name,
+                             " (target ", g.target_count, ")"));
+        }
       }
     }
   }
-  return bad;
+};
+
+/// The violated invariants of `plan` for `snap` (empty when all hold).
+std::vector<std::string> Violations(const ClusterSnapshot& snap, const ClusterPlan& plan) {
+  InvariantCheck c(snap, plan);
+  c.writesAndFence();
+  c.events();
+  c.launchesAndDeleting();
+  c.stoppingAndUnknown();
+  c.replacements();
+  c.settledState();
+  return std::move(c.bad);
 }
 
 uint64_t EnvOr(const char* name, uint64_t fallback) {
