@@ -141,14 +141,14 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
   }
   // Members the model does not define are ignored, as AWS does, and never stored; a response
   // carries only the members of the operation's output shape (never internal bookkeeping).
-  const nlohmann::json input = model.pruneInput(op, body);
+  const nlohmann::json input = model.pruneInput(op, std::move(body));
   JsonService* runner = implementerOf(prefix, op);
   if (runner == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("Hyperfleet does not implement ", AbslView(*target), " yet."));
   }
   HF_ASSIGN_OR_RETURN(nlohmann::json out, runner->call(op, input));
-  return model.pruneOutput(op, out);
+  return model.pruneOutput(op, std::move(out));
 }
 
 http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {

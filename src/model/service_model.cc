@@ -487,33 +487,46 @@ void Walker::Check(const Shape& shape, const json& v, std::string& path, int dep
   }
 }
 
-// Keeps what `shape` defines of `v`. Depth follows the model's shapes, not the input.
-json Prune(const Shape& shape, const json& v) {
+// Keeps what `shape` defines of `v`, in place: members are erased and kept values moved,
+// never copied (a ListClusterNodes page is thousands of values). Depth follows the model's
+// shapes, not the input; a value of the wrong kind for a structure, list or map becomes an
+// empty one.
+void Prune(const Shape& shape, json& v) {
   switch (shape.kind) {
     case Kind::kStructure: {
-      if (shape.document) return v;
-      json out = json::object();
-      if (!v.is_object()) return out;
-      for (const Member& m : shape.members) {
-        auto it = v.find(m.name);
-        if (it != v.end() && !it->is_null() && m.shape) out[m.name] = Prune(*m.shape, *it);
+      if (shape.document) return;
+      if (!v.is_object()) {
+        v = json::object();
+        return;
       }
-      return out;
+      for (auto it = v.begin(); it != v.end();) {
+        const auto m = std::find_if(shape.members.begin(), shape.members.end(),
+                                    [&](const Member& m) { return m.name == it.key(); });
+        if (m == shape.members.end() || m->shape == nullptr || it->is_null()) {
+          it = v.erase(it);
+        } else {
+          Prune(*m->shape, *it);
+          ++it;
+        }
+      }
+      return;
     }
-    case Kind::kList: {
-      json out = json::array();
-      if (!v.is_array() || !shape.member) return out;
-      for (const auto& item : v) out.push_back(Prune(*shape.member, item));
-      return out;
-    }
-    case Kind::kMap: {
-      json out = json::object();
-      if (!v.is_object() || !shape.value) return out;
-      for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = Prune(*shape.value, *it);
-      return out;
-    }
+    case Kind::kList:
+      if (!v.is_array() || !shape.member) {
+        v = json::array();
+        return;
+      }
+      for (json& item : v) Prune(*shape.member, item);
+      return;
+    case Kind::kMap:
+      if (!v.is_object() || !shape.value) {
+        v = json::object();
+        return;
+      }
+      for (auto it = v.begin(); it != v.end(); ++it) Prune(*shape.value, *it);
+      return;
     default:
-      return v;
+      return;
   }
 }
 
@@ -567,16 +580,18 @@ class ModelImpl final : public ServiceModel {
     return InvalidArgument(message);
   }
 
-  json pruneInput(std::string_view operation, const json& input) const override {
+  json pruneInput(std::string_view operation, json input) const override {
     auto op = operations_.find(operation);
     if (op == operations_.end() || op->second == nullptr) return json::object();
-    return Prune(*op->second, input);
+    Prune(*op->second, input);
+    return input;
   }
 
-  json pruneOutput(std::string_view operation, const json& output) const override {
+  json pruneOutput(std::string_view operation, json output) const override {
     auto op = outputs_.find(operation);
     if (op == outputs_.end() || op->second == nullptr) return json::object();
-    return Prune(*op->second, output);
+    Prune(*op->second, output);
+    return output;
   }
 
   std::string outputShape(std::string_view operation) const override {

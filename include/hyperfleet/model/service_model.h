@@ -57,16 +57,16 @@ class ServiceModel {
 
   /// `input` with every member that the operation's input shape does not define removed, at
   /// every depth (JSON nulls too), so that only the model's members are ever stored. Call it
-  /// after validateInput() succeeded. Unknown operation: an empty object.
-  virtual nlohmann::json pruneInput(std::string_view operation,
-                                    const nlohmann::json& input) const = 0;
+  /// after validateInput() succeeded. Unknown operation: an empty object. Prunes the
+  /// value it is given in place (pass an rvalue to avoid a copy).
+  virtual nlohmann::json pruneInput(std::string_view operation, nlohmann::json input) const = 0;
 
   /// `output` with every member that the operation's output shape does not define removed,
   /// at every depth (JSON nulls too), so that a response carries only the model's members.
   /// A structure marked "document": true is free-form and kept whole. Values are not
-  /// type-checked. Unknown operation, or one without output: an empty object.
-  virtual nlohmann::json pruneOutput(std::string_view operation,
-                                     const nlohmann::json& output) const = 0;
+  /// type-checked. Unknown operation, or one without output: an empty object. Prunes the
+  /// value it is given in place (pass an rvalue to avoid a copy).
+  virtual nlohmann::json pruneOutput(std::string_view operation, nlohmann::json output) const = 0;
   /// The name of the operation's output shape (e.g. "DescribeClusterResponse"); empty for
   /// an unknown operation or one without output.
   virtual std::string outputShape(std::string_view operation) const = 0;
