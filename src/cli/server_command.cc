@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -141,6 +142,20 @@ StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
 
 /// Blocks SIGINT and SIGTERM in the calling thread (before any thread starts, so that only
 /// sigwait() sees them) and returns that set.
+/// Raises the soft limit on open files to the hard limit. Every API connection, node
+/// console, pid file and /proc read takes a descriptor, and a server starved of them cannot
+/// watch its nodes; systemd's 1024 soft limit is there for select() users, which the server
+/// is not. What it starts gets systemd's own limits back inside the nodes.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("open files: soft limit {} raised to {}", before, limit.rlim_cur);
+  }
+}
+
 sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -484,6 +499,7 @@ Status RunServer(const ServerFlags& flags) {
   // A few malloc arenas, not one per thread: per-thread arenas keep freed memory that a
   // long-lived server with short bursts never reuses.
   mallopt(M_ARENA_MAX, 2);
+  RaiseOpenFileLimit();
   HF_ASSIGN_OR_RETURN(const CheckedFlags checked, CheckFlags(flags));
   const std::string data_dir = ResolveDataDir(flags.data_dir);
   HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));

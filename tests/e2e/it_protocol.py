@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import socket
 import unittest
 
@@ -366,6 +367,25 @@ class ProtocolTest(unittest.TestCase):
             self.assertIn("another hyperfleet server", f.read())
         # The first one still serves.
         self.assertEqual(self.send("ListClusters", {}).status, 200)
+
+    def test_the_server_raises_its_open_file_limit(self):
+        # systemd's soft limit is 1024; connections, node consoles and /proc reads must not
+        # starve at it. The server raises its soft limit to the hard one.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard <= 256:
+            self.skipTest(f"the hard limit ({hard}) leaves nothing to raise")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # what the child inherits
+        try:
+            server = harness.Server()
+            server.start()
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        try:
+            with open(f"/proc/{server.proc.pid}/limits") as f:
+                line = next(l for l in f if l.startswith("Max open files"))
+            self.assertEqual(line.split()[3:5], [str(hard), str(hard)], line)
+        finally:
+            server.cleanup()
 
     def test_garbage_on_the_socket(self):
         with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
