@@ -1,6 +1,9 @@
 #include "hyperfleet/common/sqlite.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -129,6 +132,14 @@ StatusOr<Database> Database::Open(const std::string& path, const OpenOptions& op
   const int flags = (options.readonly ? SQLITE_OPEN_READONLY
                                       : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                     SQLITE_OPEN_NOMUTEX;
+  if (!options.readonly && path != ":memory:" && path.rfind("file:", 0) != 0) {
+    // Created owner-only whatever the umask; SQLite gives -wal and -shm the database's mode.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      (void)::fchmod(fd, 0600);
+      ::close(fd);
+    }
+  }
   if (sqlite3_open_v2(path.c_str(), &c->db, flags, nullptr) != SQLITE_OK) {
     return absl::InternalError(
         absl::StrCat("cannot open database ", path, ": ",

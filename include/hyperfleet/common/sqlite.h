@@ -97,8 +97,10 @@ struct OpenOptions {
 /// after its cached statements are finalized. Move-only.
 class Database {
  public:
-  /// Opens `path` (":memory:" for a private in-memory database). Errors: Internal "cannot
-  /// open database <path>: <SQLite's message>".
+  /// Opens `path` (":memory:" for a private in-memory database). A file it creates is mode
+  /// 0600 whatever the umask (state is its owner's only), and so are its -wal and -shm
+  /// files, which SQLite gives the database's mode. Errors: Internal "cannot open database
+  /// <path>: <SQLite's message>".
   static StatusOr<Database> Open(const std::string& path, const OpenOptions& options = {});
 
   Database(Database&& other) noexcept;

@@ -3,6 +3,7 @@
 #include "hyperfleet/common/sqlite.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -147,6 +148,27 @@ TEST(Sqlite, FileDatabaseSharedWithAReadOnlyConnection) {
     EXPECT_EQ(q.text(0), "hello");
     EXPECT_TRUE(absl::IsInternal(reader.exec("INSERT INTO t VALUES('no')")));  // read-only
   }
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST(Sqlite, ADatabaseItCreatesIsItsOwnersOnlyWhateverTheUmask) {
+  char tmpl[] = "/tmp/hf-sqlite-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/state.db";
+  const mode_t saved = ::umask(022);
+  {
+    Database db = MustOpen(path);
+    ASSERT_TRUE(db.exec("PRAGMA journal_mode=WAL; CREATE TABLE t(v); INSERT INTO t VALUES(1)").ok());
+    Database reader = MustOpen(path, {.readonly = true});  // maps the -shm file
+    Statement q = MustPrepare(reader, "SELECT v FROM t");
+    ASSERT_TRUE(q.step().value());
+    for (const std::string f : {path, path + "-wal", path + "-shm"}) {
+      struct stat st {};
+      ASSERT_EQ(::stat(f.c_str(), &st), 0) << f;
+      EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+    }
+  }
+  ::umask(saved);
   std::filesystem::remove_all(tmpl);
 }
 
