@@ -1,8 +1,9 @@
 // HTTP/1.1 server on Boost.Beast. One io_context is run by `io_threads` threads; every
 // connection is a Session whose operations run on its own strand, so a session never runs on
 // two threads at once and needs no locks. A session only occupies a thread while its handler
-// runs: between requests it is an outstanding async read (a socket, a ~512-byte buffer and a
-// parser), which is what keeps thousands of idle keep-alive connections cheap.
+// runs: between requests it is an outstanding async read (a socket, a ~512-byte buffer, a
+// parser and the request deadline's timer), which is what keeps thousands of idle keep-alive
+// connections cheap.
 #include "hyperfleet/http/http_server.h"
 
 #include <pthread.h>
@@ -109,9 +110,7 @@ struct ServerCore {
   std::list<std::weak_ptr<Session>> sessions;  // guarded by mu; live sessions for stop()
   std::atomic<bool> stopping{false};           // lock-free read on the hot path
 
-  std::chrono::seconds idle_timeout() const {
-    return std::chrono::seconds(options.idle_timeout_seconds);
-  }
+  std::chrono::milliseconds request_timeout() const { return options.request_timeout; }
   std::chrono::seconds io_timeout() const {
     return std::chrono::seconds(options.io_timeout_seconds);
   }
@@ -129,7 +128,8 @@ struct ServerCore {
 // streaming code instead of calling ReadHeader() again; this session then simply ends.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(ServerCore& core, tcp::socket socket) : core_(core), stream_(std::move(socket)) {}
+  Session(ServerCore& core, tcp::socket socket)
+      : core_(core), stream_(std::move(socket)), request_timer_(stream_.get_executor()) {}
 
   ~Session() {
     if (registered_) {
@@ -187,15 +187,33 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(
         std::min<std::size_t>(core_.options.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(core_.options.max_body_bytes);
-    // The idle timeout covers both waiting for the next request and receiving its header.
-    stream_.expires_after(core_.idle_timeout());
+    // One deadline covers waiting for the next request and receiving all of it (see
+    // HttpServerOptions::request_timeout). It is our own timer, not the stream's expiry,
+    // because that closes the socket and a partial request is owed a 408.
+    stream_.expires_never();
+    reading_request_ = true;
+    request_timed_out_ = false;
+    ++request_number_;
+    request_timer_.expires_after(core_.request_timeout());
+    request_timer_.async_wait(beast::bind_front_handler(&Session::OnRequestDeadline,
+                                                        shared_from_this(), request_number_));
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
   }
 
+  // The request that began `request_number` is still being read: abort its read (it
+  // completes with operation_aborted and OnReadError answers 408 or closes).
+  void OnRequestDeadline(std::uint64_t request_number, beast::error_code ec) {
+    if (ec || state_ == State::kClosed || !reading_request_ || request_number != request_number_) {
+      return;
+    }
+    request_timed_out_ = true;
+    stream_.cancel();
+  }
+
   void OnHeader(beast::error_code ec, std::size_t /*bytes*/) {
     if (state_ == State::kClosed) return;
-    if (ec) return OnReadError(ec);
+    if (ec || request_timed_out_) return OnReadError(ec);
     if (core_.stopping) return Close();
     if (parser_->is_done()) return Dispatch();
     const auto& request = parser_->get();
@@ -218,6 +236,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ReadBody() {
     if (core_.stopping) return Close();
+    if (request_timed_out_) return OnReadError(beast::error::timeout);
     state_ = State::kReading;
     stream_.expires_after(core_.io_timeout());
     bhttp::async_read(stream_, buffer_, *parser_,
@@ -226,14 +245,24 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnBody(beast::error_code ec, std::size_t /*bytes*/) {
     if (state_ == State::kClosed) return;
-    if (ec) return OnReadError(ec);
+    if (ec || request_timed_out_) return OnReadError(ec);
     if (core_.stopping) return Close();
     Dispatch();
   }
 
   void OnReadError(beast::error_code ec) {
+    EndRequestRead();
     version_ = 11;
     request_is_head_ = false;
+    if (request_timed_out_) {
+      // Nothing of a request yet: an idle keep-alive connection, closed without a word.
+      const bool partial = buffer_.size() > 0 || (parser_ && parser_->got_some());
+      if (!partial) return Close();
+      return Write(AwsError(408, "RequestTimeoutException",
+                            absl::StrCat("The request did not arrive within ",
+                                         core_.request_timeout().count(), " ms")),
+                   /*keep_alive=*/false, /*linger=*/true);
+    }
     const std::size_t limit = core_.options.max_body_bytes;
     if (ec == bhttp::error::body_limit) {
       // The length is known only when it came from Content-Length (not for chunked). The
@@ -267,9 +296,15 @@ class Session : public std::enable_shared_from_this<Session> {
     Close();
   }
 
+  void EndRequestRead() {
+    reading_request_ = false;
+    request_timer_.cancel();
+  }
+
   // Runs the handler synchronously on this I/O thread (see HttpHandler).
   void Dispatch() {
     state_ = State::kWriting;  // nothing else runs on this strand until the write starts
+    EndRequestRead();  // also before a hand-over: an upgraded session has no request deadline
     bhttp::request<bhttp::string_body> message = parser_->release();
     parser_.reset();
     const bool keep_alive = message.keep_alive();
@@ -411,6 +446,7 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
+    request_timer_.cancel();
     if (grace_timer_) grace_timer_->cancel();
     // Pending operations complete with operation_aborted; the last one frees the session.
   }
@@ -424,6 +460,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<bhttp::response<bhttp::string_body>> response_;
   std::unique_ptr<bhttp::response_serializer<bhttp::string_body>> head_serializer_;
   std::unique_ptr<asio::steady_timer> grace_timer_;  // only while stopping
+  asio::steady_timer request_timer_;                 // the request_timeout deadline
+  std::uint64_t request_number_ = 0;  // counts requests read; tells a stale deadline apart
+  bool reading_request_ = false;      // between ReadHeader and Dispatch/OnReadError
+  bool request_timed_out_ = false;    // the deadline aborted the current request's read
   State state_ = State::kReading;
   unsigned version_ = 11;
   bool request_is_head_ = false;
@@ -587,10 +627,10 @@ class BeastHttpServer final : public HttpServer {
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                         HttpHandler handler) {
-  if (options.io_threads < 1 || options.idle_timeout_seconds < 1 ||
+  if (options.io_threads < 1 || options.request_timeout.count() < 1 ||
       options.io_timeout_seconds < 1 || options.stop_grace_seconds < 0) {
     return absl::InvalidArgumentError(
-        "HttpServerOptions: io_threads, idle_timeout_seconds and io_timeout_seconds must be "
+        "HttpServerOptions: io_threads, request_timeout (ms) and io_timeout_seconds must be "
         ">= 1 and stop_grace_seconds >= 0");
   }
   if (!handler) return absl::InvalidArgumentError("HttpServer::Start: no handler");

@@ -1,6 +1,7 @@
 #pragma once
 // The control plane's HTTP/1.1 transport: asynchronous (Boost.Beast on Boost.Asio), so that
 // thousands of idle keep-alive connections cost memory, not threads.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -24,11 +25,20 @@ struct HttpServerOptions {
   uint16_t port = 9080;                   ///< 0 = pick a free port (see HttpServer::port())
   int io_threads = 2;                     ///< threads running the event loop (>= 1)
   std::size_t max_body_bytes = 8u << 20;  ///< larger bodies get 413 + an AWS-style error
-  int idle_timeout_seconds = 300;         ///< keep-alive connections idle longer are closed
+  /// Deadline for one whole request (start line, header fields and body), counted from the
+  /// moment the connection starts waiting for it: its accept, or the end of the previous
+  /// response on a keep-alive connection. So it is also the keep-alive idle timeout. A
+  /// connection idle past it is closed without a response; one with part of a request gets
+  /// 408 {"__type":"RequestTimeoutException",...} and is closed (botocore retries that).
+  /// Bounds slow clients holding connections (and file descriptors) open, like nginx's
+  /// client_header_timeout/client_body_timeout (60 s defaults) and Envoy's
+  /// request_headers_timeout/idle_timeout.
+  std::chrono::milliseconds request_timeout = std::chrono::seconds(60);
   /// Limit on a request's start line plus header fields, in bytes; larger headers get 431.
   std::size_t max_header_bytes = 64u << 10;
-  /// Limit, in seconds, on reading one request body or writing one response; a connection
-  /// that exceeds it is closed (guards against clients that stall mid-message).
+  /// Limit, in seconds, on writing one response, and on reading a request body once its
+  /// header has arrived (within request_timeout too); a connection that exceeds it is closed
+  /// (guards against clients that stall mid-message).
   int io_timeout_seconds = 60;
   /// How long stop() lets responses already being written finish, in seconds, before their
   /// connections are cut.
@@ -66,8 +76,8 @@ class HttpServer {
   /// Idempotent. Must not be called from the handler (it would join its own thread).
   virtual void stop() = 0;
 
-  /// Binds and starts serving. Errors: InvalidArgument for nonsensical options (io_threads,
-  /// idle or I/O timeout below 1, negative stop grace, no handler); Unavailable, naming the
+  /// Binds and starts serving. Errors: InvalidArgument for nonsensical options (io_threads
+  /// or I/O timeout below 1, request timeout below 1 ms, negative stop grace, no handler); Unavailable, naming the
   /// address, when it cannot be resolved or bound.
   /// Malformed HTTP gets 400 {"__type":"SerializationException",...}; bodies over
   /// max_body_bytes get 413 with body {"__type":"RequestEntityTooLargeException",

@@ -78,7 +78,7 @@ StatusOr<LocalProvider::Impl::NetInfo> LocalProvider::Impl::ensureCluster(const 
     ho.io_threads = 1;
     // Agents send small requests and heartbeat every few seconds: a node that holds
     // connections open without using them is cut off sooner than an API client.
-    ho.idle_timeout_seconds = 30;
+    ho.request_timeout = std::chrono::seconds(30);
     ho.io_timeout_seconds = 10;
     ho.max_body_bytes = 4u << 20;
     HF_ASSIGN_OR_RETURN(c.agent_server, http::HttpServer::Start(ho, options_.agent_handler));

@@ -350,16 +350,120 @@ TEST(HttpServerTest, FramingHeadersFromTheHandlerAreReplaced) {
   EXPECT_EQ(response.find("X-Evil"), response.end());
 }
 
-TEST(HttpServerTest, IdleConnectionsTimeOut) {
+// A keep-alive connection idle past request_timeout after a response is closed, silently.
+TEST(HttpServerTest, IdleKeepAliveConnectionIsClosedAfterTheRequestTimeout) {
   HttpServerOptions options;
-  options.idle_timeout_seconds = 1;
+  options.request_timeout = 200ms;
   auto server = StartServer(options, Echo);
   ASSERT_NE(server, nullptr);
   BeastClient client(server->port());
   EXPECT_EQ(client.RoundTrip(Request(bhttp::verb::get, "/")).result_int(), 200);
   const auto start = Clock::now();
-  EXPECT_TRUE(client.WaitForEof(10s));
-  EXPECT_GE(Clock::now() - start, 500ms);
+  bool eof = false;
+  const std::string rest = ReadUntilEof(client.socket().native_handle(), 10s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(rest, "");  // no 408 for a connection that had not begun a request
+  EXPECT_GE(Clock::now() - start, 150ms);
+}
+
+// A new connection that never sends a byte is closed too.
+TEST(HttpServerTest, SilentNewConnectionIsClosedAfterTheRequestTimeout) {
+  HttpServerOptions options;
+  options.request_timeout = 200ms;
+  auto server = StartServer(options, Echo);
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectRaw(server->port());
+  ASSERT_GE(fd, 0);
+  bool eof = false;
+  EXPECT_EQ(ReadUntilEof(fd, 10s, &eof), "");
+  EXPECT_TRUE(eof);
+  ::close(fd);
+}
+
+// Slowloris: part of a header and then nothing. The connection gets 408 + close once the
+// deadline passes, instead of holding a file descriptor forever.
+TEST(HttpServerTest, PartialHeaderGets408AndCloseAfterTheRequestTimeout) {
+  HttpServerOptions options;
+  options.request_timeout = 200ms;
+  auto server = StartServer(options, Echo);
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectRaw(server->port());
+  ASSERT_GE(fd, 0);
+  const auto start = Clock::now();
+  SendAll(fd, "POST / HTTP/1.1\r\nHost: x\r\n");
+  bool eof = false;
+  const std::string response = ReadUntilEof(fd, 10s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_GE(Clock::now() - start, 150ms);
+  EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 408 ")) << response;
+  EXPECT_TRUE(absl::StrContains(response, "Connection: close")) << response;
+  EXPECT_TRUE(absl::StrContains(response, "RequestTimeoutException")) << response;
+  ::close(fd);
+}
+
+// The deadline covers the body too: a complete header with a stalled body gets 408.
+TEST(HttpServerTest, StalledBodyGets408AfterTheRequestTimeout) {
+  std::atomic<int> calls{0};
+  HttpServerOptions options;
+  options.request_timeout = 200ms;
+  auto server = StartServer(options, [&](HttpRequest&& request) {
+    ++calls;
+    return Echo(std::move(request));
+  });
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectRaw(server->port());
+  ASSERT_GE(fd, 0);
+  SendAll(fd, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
+  bool eof = false;
+  const std::string response = ReadUntilEof(fd, 10s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 408 ")) << response;
+  EXPECT_EQ(calls.load(), 0);
+  ::close(fd);
+}
+
+// A request sent slowly (in pieces, pauses between them) that completes within the deadline
+// is served normally.
+TEST(HttpServerTest, SlowButCompleteRequestWithinTheDeadlineIsServed) {
+  HttpServerOptions options;
+  options.request_timeout = 3s;
+  auto server = StartServer(options, Echo);
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectRaw(server->port());
+  ASSERT_GE(fd, 0);
+  // The pauses make the client slow; they synchronize nothing.
+  for (const char* piece : {"POST /slow HTTP/1.1\r\n", "Host: x\r\nContent-Length: 4\r\n",
+                            "Connection: close\r\n\r\n", "bo", "dy"}) {
+    SendAll(fd, piece);
+    std::this_thread::sleep_for(50ms);
+  }
+  bool eof = false;
+  const std::string response = ReadUntilEof(fd, 10s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 200 ")) << response;
+  EXPECT_TRUE(absl::EndsWith(response, "\r\n\r\nbody")) << response;
+  ::close(fd);
+}
+
+// The deadline restarts at the end of each response: a keep-alive client whose requests
+// together take longer than request_timeout, each sent well within it, is served throughout,
+// whether the next request follows at once or after a pause.
+TEST(HttpServerTest, KeepAliveRequestsEachGetAFreshDeadline) {
+  HttpServerOptions options;
+  options.request_timeout = 1s;
+  auto server = StartServer(options, Echo);
+  ASSERT_NE(server, nullptr);
+  BeastClient client(server->port());
+  const auto start = Clock::now();
+  for (int i = 0; i < 8; ++i) {
+    auto response = client.RoundTrip(Request(bhttp::verb::get, "/" + std::to_string(i)));
+    ASSERT_EQ(response.result_int(), 200) << i;
+    EXPECT_EQ(response["X-Target"], "/" + std::to_string(i));
+    EXPECT_TRUE(response.keep_alive());
+    // Pauses pace the client (no synchronization): every other request follows at once.
+    if (i % 2 == 1) std::this_thread::sleep_for(400ms);
+  }
+  EXPECT_GT(Clock::now() - start, 1s);  // longer than one deadline in all
 }
 
 TEST(HttpServerTest, StopWithConnectedClientsReturnsPromptly) {
@@ -462,6 +566,8 @@ TEST(HttpServerTest, RejectsNonsensicalOptions) {
   options.io_threads = 1;
   EXPECT_EQ(HttpServer::Start(options, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
+  options.request_timeout = 0ms;
+  EXPECT_EQ(HttpServer::Start(options, Echo).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HttpServerTest, ConcurrentClientsOnSeveralThreads) {
