@@ -130,7 +130,7 @@ Status LocalProvider::Impl::terminate(std::string_view instance_id, bool now) {
   return absl::OkStatus();
 }
 
-std::vector<InstanceObservation> LocalProvider::Impl::list(std::string_view cluster_id) {
+StatusOr<std::vector<InstanceObservation>> LocalProvider::Impl::list(std::string_view cluster_id) {
   reapSupervisors();  // ended ones of ours, so that none stays a zombie
   std::vector<std::shared_ptr<NodeRec>> recs;
   {
@@ -162,6 +162,8 @@ std::vector<InstanceObservation> LocalProvider::Impl::list(std::string_view clus
           o.boot_time = local::ProcessStartTime(*init);
         } else if (supervisorPid(o.instance_id)) {
           o.state = InstanceState::kPending;  // booting, or rebooting
+        } else if (Status gone = confirmSupervisorGone(o.instance_id); !gone.ok()) {
+          return gone;  // no verdict on a node whose processes we cannot read
         } else {
           o.state = InstanceState::kFailed;
           o.message = absl::StrCat("the node stopped (see ", nodeDir(o.instance_id),

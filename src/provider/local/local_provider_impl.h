@@ -63,7 +63,9 @@ class LocalProvider::Impl {
   // ---- the Provider operations (local_provider.cc) ----
   Status launch(const InstanceSpec& spec);
   Status terminate(std::string_view instance_id, bool now = false);
-  std::vector<InstanceObservation> list(std::string_view cluster_id);
+  /// Errors: Unavailable when a node's processes cannot be read (e.g. out of file
+  /// descriptors): an unreadable /proc is never taken for a stopped node.
+  StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id);
   /// Scans nodes/*/node.json of an earlier run (docs/nodes.md "A node's life" step 5).
   void adopt();
   Status powerCycle(std::string_view instance_id);
@@ -71,6 +73,9 @@ class LocalProvider::Impl {
   // ---- the supervisor (supervisor_launch.cc) ----
   std::optional<int> supervisorPid(std::string_view id) const;
   StatusOr<int> initPid(std::string_view id) const;
+  /// OK when node `id`'s supervisor has certainly ended (no pid file, no such process, or
+  /// its pid now runs another program); Unavailable when that cannot be told.
+  Status confirmSupervisorGone(std::string_view id) const;
 
  private:
   struct Worker {

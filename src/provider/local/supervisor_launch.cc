@@ -2,6 +2,7 @@
 // of its own, so that the node outlives the server (a killed server leaves its nodes
 // running; the next one adopts them); found again through its pid file; its node's init.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/subprocess.h"
@@ -25,6 +27,32 @@ std::optional<int> LocalProvider::Impl::supervisorPid(std::string_view id) const
   auto pid = local::ReadPidFile(dir + "/supervisor.pid");
   if (pid && local::ProcessMatches(*pid, {"node-supervisor", dir})) return pid;
   return std::nullopt;
+}
+
+Status LocalProvider::Impl::confirmSupervisorGone(std::string_view id) const {
+  const std::string dir = nodeDir(id);
+  const std::string pid_file = dir + "/supervisor.pid";
+  auto unknown = [&](const Status& why) {
+    return absl::UnavailableError(absl::StrCat("cannot tell whether node ", std::string(id),
+                                               " runs: ", why.message()));
+  };
+  auto text = ReadFile(pid_file);
+  if (absl::IsNotFound(text.status())) return absl::OkStatus();
+  if (!text.ok()) return unknown(text.status());
+  int pid = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid <= 0) {
+    return absl::OkStatus();  // a torn pid file: never written by a running supervisor
+  }
+  if (kill(pid, 0) != 0 && errno == ESRCH) return absl::OkStatus();
+  auto cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+  if (absl::IsNotFound(cmdline.status())) return absl::OkStatus();
+  if (!cmdline.ok()) return unknown(cmdline.status());
+  if (cmdline->empty()) return absl::OkStatus();  // a zombie
+  if (cmdline->find("node-supervisor") == std::string::npos ||
+      cmdline->find(dir) == std::string::npos) {
+    return absl::OkStatus();  // the pid was reused
+  }
+  return unknown(absl::InternalError("its supervisor runs but was not found a moment ago"));
 }
 
 StatusOr<int> LocalProvider::Impl::initPid(std::string_view id) const {

@@ -1,7 +1,9 @@
 // The local provider on real namespaces: a 2-node cluster booting systemd under nspawn.
 // Needs root and a node image: the first of $HF_TEST_NODE_IMAGE, /var/lib/hyperfleet/images/
 // */rootfs, /var/lib/hyperfleet/test-image/rootfs (a debootstrap minbase with systemd).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -239,6 +241,27 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
   EXPECT_EQ(*p->nodeInitPid("i-b"), ib);
   EXPECT_EQ(p->supervisorPidForTest("i-a"), sup_a);
   ASSERT_TRUE(WaitFor([&] { return Sh(ib, imds) == "i-b\nc5.xlarge\n" + b.private_ip + "\nus-west-2a\n401"; }, 20s));
+
+  // Out of file descriptors, /proc cannot be read: list() says it cannot tell, never that
+  // the running nodes stopped (which would have them replaced while they run on).
+  {
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    rlimit low = saved;
+    low.rlim_cur = 512;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    std::vector<int> filler;
+    for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+    const int open_errno = errno;
+    auto starved = p->list("testcluster");
+    for (int fd : filler) close(fd);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    ASSERT_EQ(open_errno, EMFILE);
+    ASSERT_FALSE(starved.ok()) << "a node reported as state " << static_cast<int>((*starved)[0].state);
+    EXPECT_TRUE(absl::IsUnavailable(starved.status())) << starved.status();
+    EXPECT_EQ(Find(*p, "i-a")->state, InstanceState::kRunning);
+    EXPECT_EQ(Find(*p, "i-b")->state, InstanceState::kRunning);
+  }
 
   // Terminate A: B's /etc/hosts forgets it. Then B: nothing is left.
   ASSERT_TRUE(p->terminate("i-a").ok());
