@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -503,6 +504,12 @@ Status RunServer(const ServerFlags& flags) {
   HF_ASSIGN_OR_RETURN(const CheckedFlags checked, CheckFlags(flags));
   const std::string data_dir = ResolveDataDir(flags.data_dir);
   HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));
+  // Credentials and state are the owner's only (README "Threat model"), also when something
+  // else made the directory first (the node image cache below /var/lib/hyperfleet, an admin).
+  if (::chmod(data_dir.c_str(), 0700) != 0) {
+    return absl::InternalError(absl::StrCat("cannot make ", data_dir, " owner-only: ",
+                                            std::strerror(errno)));
+  }
   // One server per data dir: two would each drive the same instances from their own view.
   HF_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data_dir));
   (void)lock_fd;  // held (and the lock with it) until the process exits

@@ -39,7 +39,9 @@ StatusOr<RecipeRun> RunRecipeScript(const std::string& script, const std::vector
   std::ofstream log_file(log_path, std::ios::trunc);
   RecipeRun result;
   LineSplitter lines(kMaxLineBytes, [&](std::string line) {
-    if (line.rfind(kStepMarker, 0) == 0) result.last_step = line.substr(kStepMarker.size());
+    if (std::string_view(line).starts_with(kStepMarker)) {
+      result.last_step = line.substr(kStepMarker.size());
+    }
     log_file << line << '\n';
     if (log) log(line);
     result.tail.push_back(std::move(line));

@@ -11,7 +11,9 @@ import json
 import os
 import re
 import resource
+import shutil
 import socket
+import tempfile
 import unittest
 
 import botocore.auth
@@ -386,6 +388,21 @@ class ProtocolTest(unittest.TestCase):
             self.assertEqual(line.split()[3:5], [str(hard), str(hard)], line)
         finally:
             server.cleanup()
+
+    def test_the_data_dir_is_made_owner_only(self):
+        # The node image cache (or an admin) may have made the directory 0755 first.
+        data_dir = tempfile.mkdtemp(prefix="hf-it-mode-")
+        os.chmod(data_dir, 0o755)
+        server = harness.Server(data_dir=data_dir)
+        try:
+            server.start()
+            self.assertEqual(os.stat(data_dir).st_mode & 0o777, 0o700)
+            for name in ("state.db", "credentials"):
+                mode = os.stat(os.path.join(data_dir, name)).st_mode & 0o777
+                self.assertEqual(mode & 0o077, 0, f"{name} is {oct(mode)}")
+        finally:
+            server.stop()
+            shutil.rmtree(data_dir, ignore_errors=True)
 
     def test_garbage_on_the_socket(self):
         with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
