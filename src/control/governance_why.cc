@@ -73,8 +73,10 @@ StatusOr<json> RenderWhy(const gs::Governor* governor, uint64_t id) {
   const gs::Governor::Job* job = governor ? governor->job(id) : nullptr;
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat(
-        "Job ", id, " is not a governed job of this cluster: Hyperfleet governs the pending "
-        "and running jobs of Slurm accounts that have a ComputeQuota (sbatch --account=<team>)."));
+        "Job ", id, " is not a governed job of this cluster as its Slurm controller last "
+        "reported: Hyperfleet governs the pending and running jobs of Slurm accounts that have "
+        "a ComputeQuota (sbatch --account=<team>). A job submitted in the last few seconds "
+        "appears with the controller's next report; an ended job is governed no more."));
   }
   json out = {{"JobId", std::to_string(id)},
               {"Team", job->spec.team},

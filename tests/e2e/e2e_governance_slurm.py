@@ -137,7 +137,7 @@ class GovernanceSlurmTest(SlurmClusterFixture):
         # Its 4th would exceed the borrow limit: a second A job waits, held.
         a2 = self.submit("team-a", "training-priority", 1)
         self.wait_states({a2: "HELD", a: "RUNNING"})
-        text = self.why(a2)
+        text = self.why_once_reported(a2)
         self.assertIn(f"instances of {WORKER_TYPE}: request 1, nominal 2, in use 3, "
                       f"borrow limit 1, may borrow now 0", text)
         self.on_controller(f"scancel {a2}")

@@ -100,6 +100,17 @@ class SlurmClusterFixture(NodeFixture):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return r.stdout
 
+    def why_once_reported(self, job, timeout=30):
+        """`hyperfleet jobs why <job>` once governance knows the job: the controller's agent
+        reports Slurm's jobs every second or so, so a job submitted just now is not known
+        yet (and `jobs why` says so)."""
+        def known():
+            r = subprocess.run([BINARY, "jobs", "why", job, "--cluster-name", self.cluster_name,
+                                "--endpoint-url", self.server.endpoint],
+                               env=self.env, capture_output=True, text=True, timeout=60)
+            return r.stdout if r.returncode == 0 else None
+        return wait_until(known, timeout=timeout, interval=0.5, what=f"governance to know job {job}")
+
     def on_controller(self, command):
         """Runs `command` on the controller; returns its stdout (fails the test on a
         non-zero exit)."""
