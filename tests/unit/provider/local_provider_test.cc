@@ -136,6 +136,28 @@ class LocalProviderTest : public ::testing::Test {
     return std::nullopt;
   }
 
+  // Out of file descriptors, /proc cannot be read: list() says it cannot tell, never that
+  // the running nodes stopped (which would have them replaced while they run on).
+  static void ExpectListCannotTellWithoutDescriptors(LocalProvider& p,
+                                                     const std::vector<std::string>& running) {
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    rlimit low = saved;
+    low.rlim_cur = 512;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    std::vector<int> filler;
+    for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+    const int open_errno = errno;
+    auto starved = p.list("testcluster");
+    for (int fd : filler) close(fd);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    ASSERT_EQ(open_errno, EMFILE);
+    ASSERT_FALSE(starved.ok()) << "a node reported as state "
+                               << static_cast<int>((*starved)[0].state);
+    EXPECT_TRUE(absl::IsUnavailable(starved.status())) << starved.status();
+    for (const auto& id : running) EXPECT_EQ(Find(p, id)->state, InstanceState::kRunning) << id;
+  }
+
   std::string image_, data_dir_;
   LocalProvider::Options options_;
 };
@@ -242,26 +264,7 @@ TEST_F(LocalProviderTest, TwoNodeClusterLifecycle) {
   EXPECT_EQ(p->supervisorPidForTest("i-a"), sup_a);
   ASSERT_TRUE(WaitFor([&] { return Sh(ib, imds) == "i-b\nc5.xlarge\n" + b.private_ip + "\nus-west-2a\n401"; }, 20s));
 
-  // Out of file descriptors, /proc cannot be read: list() says it cannot tell, never that
-  // the running nodes stopped (which would have them replaced while they run on).
-  {
-    rlimit saved{};
-    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-    rlimit low = saved;
-    low.rlim_cur = 512;
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-    std::vector<int> filler;
-    for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
-    const int open_errno = errno;
-    auto starved = p->list("testcluster");
-    for (int fd : filler) close(fd);
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-    ASSERT_EQ(open_errno, EMFILE);
-    ASSERT_FALSE(starved.ok()) << "a node reported as state " << static_cast<int>((*starved)[0].state);
-    EXPECT_TRUE(absl::IsUnavailable(starved.status())) << starved.status();
-    EXPECT_EQ(Find(*p, "i-a")->state, InstanceState::kRunning);
-    EXPECT_EQ(Find(*p, "i-b")->state, InstanceState::kRunning);
-  }
+  ExpectListCannotTellWithoutDescriptors(*p, {"i-a", "i-b"});
 
   // Terminate A: B's /etc/hosts forgets it. Then B: nothing is left.
   ASSERT_TRUE(p->terminate("i-a").ok());
