@@ -31,6 +31,7 @@
 #include "hyperfleet/bundle/bundle_source.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
+#include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/paths.h"
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/control/governance_loop.h"
@@ -191,7 +192,7 @@ StatusOr<std::unique_ptr<bundle::BundleSource>> OpenBundles(const ServerFlags& f
                                                             const std::string& data_dir,
                                                             const Clock& clock) {
   if (flags.s3_endpoint_url.empty()) {
-    HF_RETURN_IF_ERROR(EnsureDirectory(data_dir + "/s3"));
+    HF_RETURN_IF_ERROR(MakeDirs(data_dir + "/s3"));
     return std::make_unique<bundle::LocalBucketSource>(data_dir + "/s3");
   }
   bundle::S3EndpointOptions s3;
@@ -503,7 +504,7 @@ Status RunServer(const ServerFlags& flags) {
   RaiseOpenFileLimit();
   HF_ASSIGN_OR_RETURN(const CheckedFlags checked, CheckFlags(flags));
   const std::string data_dir = ResolveDataDir(flags.data_dir);
-  HF_RETURN_IF_ERROR(EnsureDirectory(data_dir));
+  HF_RETURN_IF_ERROR(MakeDirs(data_dir));
   // Credentials and state are the owner's only (README "Threat model"), also when something
   // else made the directory first (the node image cache below /var/lib/hyperfleet, an admin).
   if (::chmod(data_dir.c_str(), 0700) != 0) {

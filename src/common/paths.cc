@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "hyperfleet/common/fs.h"
 
 namespace hf {
 
@@ -16,7 +15,5 @@ std::string ResolveDataDir(const std::string& flag) {
   const char* home = std::getenv("HOME");
   return absl::StrCat(home && *home ? home : ".", "/.hyperfleet");
 }
-
-Status EnsureDirectory(const std::string& dir, unsigned mode) { return MakeDirs(dir, mode); }
 
 }  // namespace hf
