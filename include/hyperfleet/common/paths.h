@@ -2,7 +2,6 @@
 // Where Hyperfleet keeps its state. Every subcommand resolves the data directory the same way.
 #include <string>
 
-
 namespace hf {
 
 /// The data directory: `flag` when non-empty, else $HYPERFLEET_DATA_DIR, else
