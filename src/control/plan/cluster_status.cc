@@ -3,7 +3,10 @@
 // (erasures, writes) and the status the pass ends in, with the cluster write that fences
 // every other write.
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "control/plan/work.h"
 
@@ -133,13 +136,15 @@ void FailOrRollBack(Work& w) {
 void Finish(Work& w) {
   // Erase records of instances the provider no longer has (unless just asked to go).
   std::vector<model::Node> kept;
+  kept.reserve(w.nodes.size());
+  // Built on first use: a cluster being deleted asks to terminate every instance at once.
+  std::optional<std::unordered_set<std::string_view>> asked;
   for (size_t i = 0; i < w.nodes.size(); ++i) {
-    const auto& n = w.nodes[i];
+    auto& n = w.nodes[i];
     if (n.status == is::kShuttingDown && !w.observed(n.instance_id) &&
         w.expected[i] != store::kMustNotExist) {
-      const bool asked_now = std::find(w.plan.terminations.begin(), w.plan.terminations.end(),
-                                       n.instance_id) != w.plan.terminations.end();
-      if (!asked_now) {
+      if (!asked) asked.emplace(w.plan.terminations.begin(), w.plan.terminations.end());
+      if (!asked->count(n.instance_id)) {
         w.plan.writes.nodes.push_back({n, w.expected[i], /*erase=*/true});
         w.event("Instance", "Info", absl::StrCat("Instance ", n.instance_id, " terminated"),
                 n.group, n.instance_id);
@@ -147,7 +152,7 @@ void Finish(Work& w) {
       }
     }
     if (w.dirty[i]) w.plan.writes.nodes.push_back({n, w.expected[i], false});
-    kept.push_back(n);
+    kept.push_back(std::move(n));
   }
   w.nodes = std::move(kept);
 }

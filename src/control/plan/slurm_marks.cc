@@ -136,11 +136,8 @@ std::string BaseState(std::string_view state) {
 }
 
 const SlurmNodeState* SlurmNode(const Work& w, const std::string& hostname) {
-  if (!w.snap.slurm_nodes || hostname.empty()) return nullptr;
-  for (const auto& s : *w.snap.slurm_nodes) {
-    if (s.name == hostname) return &s;
-  }
-  return nullptr;
+  if (hostname.empty()) return nullptr;
+  return w.slurmNode(hostname);
 }
 
 void MarkSlurmNodes(Work& w) {

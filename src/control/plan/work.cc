@@ -7,12 +7,22 @@ namespace hf::control::plan {
 Work::Work(const ClusterSnapshot& s, SystemTime n, IdSource& i)
     : snap(s), now(n), ids(i), cluster(s.cluster), nodes(s.nodes), dirty(s.nodes.size(), false) {
   for (const auto& node : s.nodes) expected.push_back(node.revision);
+  observed_.reserve(s.instances.size());
   for (const auto& o : s.instances) observed_[o.instance_id] = &o;
+  if (s.slurm_nodes) {
+    slurm_by_name_.reserve(s.slurm_nodes->size());
+    for (const auto& node : *s.slurm_nodes) slurm_by_name_.try_emplace(node.name, &node);
+  }
 }
 
 const provider::InstanceObservation* Work::observed(const std::string& id) const {
   auto it = observed_.find(id);
   return it == observed_.end() ? nullptr : it->second;
+}
+
+const SlurmNodeState* Work::slurmNode(const std::string& name) const {
+  auto it = slurm_by_name_.find(name);
+  return it == slurm_by_name_.end() ? nullptr : it->second;
 }
 
 void Work::event(std::string resource_type, std::string level, std::string description,

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,9 @@ struct Work {
 
   /// What the provider reports about instance `id`; nullptr when it does not report it.
   const provider::InstanceObservation* observed(const std::string& id) const;
+  /// The Slurm node named `name` in the snapshot's Slurm view (the first of that name);
+  /// nullptr when none.
+  const SlurmNodeState* slurmNode(const std::string& name) const;
 
   /// Appends a cluster event at `now`.
   void event(std::string resource_type, std::string level, std::string description,
@@ -58,7 +62,10 @@ struct Work {
   void addRecord(model::Node n);
 
  private:
-  std::map<std::string, const provider::InstanceObservation*> observed_;  ///< by instance id
+  // Indexes into the snapshot, built once per pass: each phase looks up every node, so a
+  // scan per lookup would make a pass quadratic in the cluster's size.
+  std::unordered_map<std::string_view, const provider::InstanceObservation*> observed_;
+  std::unordered_map<std::string_view, const SlurmNodeState*> slurm_by_name_;
 };
 
 // ---- named node predicates (one definition each) ----
