@@ -66,9 +66,10 @@ Strategy A1() {
   s.restart = Fixed(5);     // u0 5–20 min [Kokolis]
   s.checkpoint_cost_min = 10 * kSecond;
   s.interval_rule = IntervalRule::kYoung;
-  s.quarantine_lemons = true;  // lemon detection [Kokolis]
+  s.quarantine_lemons = true;  // lemon detection [Kokolis]; 3 failures in 30 days (assumption)
   s.quarantine_failures = 3;
   s.quarantine_window_days = 30;
+  s.straggler_evict_min = kMinutesPerDay;  // "manual": within a day (assumption)
   return s;
 }
 
@@ -77,6 +78,7 @@ Strategy A1() {
 // 2 min from the instance group's spares, else a new instance + ~2 h deep health check [AWS
 // HyperPod docs, EKS resiliency config tips]; restart 15–30 min at 2k GPUs [HyperPod
 // checkpointless blog, AWS ML blog Dec 2025]; 10-s tiered checkpoints every 20 min. 25 min.
+// B1, B1b and B2 evict a persistently slow node within an hour (log rules; assumption).
 Strategy B1() {
   Strategy s = Base("B1", "B1 HyperPod classic");
   Detect(s, 1, 1, 10, 4 * 60);
@@ -85,6 +87,7 @@ Strategy B1() {
   s.provision = Fixed(10);
   s.deep_check_min = 120;
   s.deep_check_catch = 0.8;
+  s.straggler_evict_min = 60;  // "log rules": within an hour (assumption)
   s.restart = Fixed(20);
   s.checkpoint_cost_min = 10 * kSecond;
   s.checkpoint_interval_min = 20;
@@ -115,6 +118,7 @@ Strategy B2() {
   s.deep_check_min = 120;
   s.deep_check_catch = 0.8;
   s.restart = Fixed(0.75);
+  s.straggler_evict_min = 60;
   s.checkpoint_cost_min = 0.1 * kSecond;
   s.checkpoint_interval_min = 1;
   return s;

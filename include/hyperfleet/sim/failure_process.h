@@ -126,7 +126,7 @@ class FailureProcess {
 
   FgufParams params_;
   double horizon_;
-  double cum_share_[kCauseCount + 1] = {};
+  std::vector<double> cum_share_;  // cumulative, normalised shares of params_.causes
   std::vector<NodeTraits> traits_;
   std::vector<double> next_fault_;
   std::vector<uint32_t> bad_gen_;

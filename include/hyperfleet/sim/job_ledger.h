@@ -104,6 +104,7 @@ class JobLedger {
   double persist_left_ = 0;    // async: persist-window minutes left
   double corrupt_work_ = 0;    // work since Corrupt
   double productive_ = 0;
+  bool has_stop_ = false;  // stopped by Stop (not yet running again)
   double stop_at_ = 0;
   StopClass stop_cls_ = StopClass::kD1;
   std::array<double, kLossCount> loss_{};

@@ -40,12 +40,17 @@ struct RunResult {
   int human_interventions = 0;
   int false_positive_evictions = 0;  ///< healthy nodes evicted (hang over-eviction)
   int lemons_quarantined = 0;
+  int straggler_evictions = 0;   ///< persistently slow nodes swapped out of the job
   int bad_returns = 0;           ///< repaired nodes that came back still faulty into service
   int correlated_events = 0;
   int fault_events = 0;          ///< all unexpected faults in the fleet (CRN check)
   double fault_history_hash = 0;  ///< Σ of fault times × node ids (CRN check)
   std::vector<std::string> assumptions;  ///< the strategy's assumed fields
 };
+
+/// Fills the job's figures of `r` (ETTR, fleet goodput, window minimum, losses, interruptions,
+/// MTTR) from a finished ledger; `r`'s fleet_nodes, job_nodes and horizon_min must be set.
+void FillFromLedger(const JobLedger& ledger, RunResult* r);
 
 /// Mean with a 95 % confidence interval (Student t, n − 1 degrees of freedom).
 struct Interval {

@@ -1,0 +1,236 @@
+#include "hyperfleet/sim/job_ledger.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace hf::sim {
+
+const char* ToString(Loss l) {
+  static constexpr const char* kNames[] = {
+      "checkpoint", "rework",  "detection", "localization", "wait_node", "restart",
+      "fail_slow",  "sdc_rollback", "planned", "human", "idle"};
+  return kNames[static_cast<int>(l)];
+}
+
+StopClass StopClassOf(DetectClass c) { return static_cast<StopClass>(static_cast<int>(c)); }
+
+const char* ToString(StopClass c) {
+  static constexpr const char* kNames[] = {"D1", "D2", "D3", "D4", "D5", "planned"};
+  return kNames[static_cast<int>(c)];
+}
+
+JobLedger::JobLedger(CheckpointPolicy policy) : policy_(policy) {
+  if (!(policy_.interval_min > 0)) throw std::invalid_argument("interval_min must be > 0");
+  if (policy_.cost_min < 0 || policy_.persist_window_min < 0) {
+    throw std::invalid_argument("cost_min and persist_window_min must be >= 0");
+  }
+}
+
+void JobLedger::AddSegment(double start, double end, double work) {
+  if (!(end > start) || !(work > 0)) return;
+  segments_.push_back(Segment{start, end, work / (end - start)});
+}
+
+void JobLedger::DropWork(double work) {
+  while (work > 1e-12 && !segments_.empty()) {
+    Segment& s = segments_.back();
+    const double have = s.density * (s.end - s.start);
+    if (have <= work) {
+      work -= have;
+      segments_.pop_back();
+    } else {
+      s.end -= work / s.density;
+      work = 0;
+    }
+  }
+}
+
+void JobLedger::Advance(double t) {
+  if (t < now_) throw std::invalid_argument("JobLedger: time went backwards");
+  double dt = t - now_;
+  if (!running_) {
+    loss_[static_cast<int>(phase_)] += dt;
+    now_ = t;
+    return;
+  }
+  const double tau = policy_.interval_min, delta = policy_.cost_min, f = factor_;
+  const bool async = policy_.persist_window_min > 0;
+  double work = 0;
+  // The persist window of an async checkpoint elapses with wall time.
+  auto elapse = [&](double piece) {
+    if (pending_work_ > 0) {
+      persist_left_ -= piece;
+      if (persist_left_ <= 0) {
+        since_durable_ -= pending_work_;
+        pending_work_ = 0;
+      }
+    }
+  };
+  auto complete_checkpoint = [&] {
+    if (pending_work_ > 0) since_durable_ -= pending_work_;  // the previous one is durable
+    pending_work_ = 0;
+    persist_left_ = 0;
+    if (!corrupt_) {
+      if (async) {
+        pending_work_ = since_durable_;
+        persist_left_ = policy_.persist_window_min;
+      } else {
+        since_durable_ = 0;
+      }
+    }
+    cycle_work_ = 0;
+    stall_done_ = 0;
+  };
+  auto do_work = [&](double w) {
+    work += w;
+    cycle_work_ += w;
+    since_durable_ += w;
+    if (corrupt_) corrupt_work_ += w;
+  };
+  const double cycle_wall = tau * f + delta;
+  while (dt > 1e-12) {
+    if (cycle_work_ >= tau - 1e-12) {  // in the stall
+      const double r = delta - stall_done_;
+      if (dt < r) {
+        stall_done_ += dt;
+        loss_[static_cast<int>(Loss::kCheckpoint)] += dt;
+        elapse(dt);
+        dt = 0;
+        break;
+      }
+      loss_[static_cast<int>(Loss::kCheckpoint)] += r;
+      elapse(r);
+      dt -= r;
+      complete_checkpoint();
+      continue;
+    }
+    if (cycle_work_ == 0 && dt >= cycle_wall) {
+      // Whole cycles in bulk: the state after each completion is periodic.
+      const double k = std::floor(dt / cycle_wall);
+      if (pending_work_ > 0) since_durable_ -= pending_work_;
+      pending_work_ = 0;
+      persist_left_ = 0;
+      work += k * tau;
+      loss_[static_cast<int>(Loss::kCheckpoint)] += k * delta;
+      if (corrupt_) {
+        since_durable_ += k * tau;
+        corrupt_work_ += k * tau;
+      } else if (async) {
+        since_durable_ = k == 1 ? since_durable_ + tau : tau;
+        pending_work_ = since_durable_;
+        persist_left_ = policy_.persist_window_min;
+      } else {
+        since_durable_ = 0;
+      }
+      dt -= k * cycle_wall;
+      continue;
+    }
+    const double need = (tau - cycle_work_) * f;  // wall to finish this cycle's work
+    const double piece = std::min(dt, need);
+    do_work(piece >= need ? tau - cycle_work_ : piece / f);
+    if (piece >= need) cycle_work_ = tau;
+    elapse(piece);
+    dt -= piece;
+  }
+  loss_[static_cast<int>(Loss::kFailSlow)] += work * (f - 1.0);
+  productive_ += work;
+  AddSegment(now_, t, work);
+  now_ = t;
+}
+
+void JobLedger::Run(double t) {
+  Advance(t);
+  if (running_) return;
+  if (has_stop_) {
+    interruptions_.push_back(Interruption{stop_at_, t - stop_at_, stop_cls_});
+    has_stop_ = false;
+  }
+  running_ = true;
+  corrupt_ = false;
+  cycle_work_ = stall_done_ = since_durable_ = pending_work_ = persist_left_ = corrupt_work_ = 0;
+}
+
+void JobLedger::SetSlowdown(double t, double factor) {
+  Advance(t);
+  factor_ = std::max(1.0, factor);
+}
+
+void JobLedger::Corrupt(double t) {
+  Advance(t);
+  if (!running_ || corrupt_) return;
+  corrupt_ = true;
+  corrupt_work_ = 0;
+}
+
+void JobLedger::Stop(double t, StopClass cls, Loss phase) {
+  Advance(t);
+  phase_ = phase;
+  if (!running_) return;
+  if (cls != StopClass::kPlanned) {
+    const double lost = since_durable_;
+    const double sdc = corrupt_ ? std::min(corrupt_work_, lost) : 0.0;
+    loss_[static_cast<int>(Loss::kSdcRollback)] += sdc;
+    loss_[static_cast<int>(Loss::kRework)] += lost - sdc;
+    productive_ -= lost;
+    DropWork(lost);
+  }
+  running_ = false;
+  corrupt_ = false;
+  has_stop_ = true;
+  stop_at_ = t;
+  stop_cls_ = cls;
+}
+
+void JobLedger::Phase(double t, Loss phase) {
+  Advance(t);
+  if (!running_) phase_ = phase;
+}
+
+void JobLedger::Finish(double t) {
+  Advance(t);
+  end_ = t;
+  if (!running_ && has_stop_) {
+    interruptions_.push_back(Interruption{stop_at_, t - stop_at_, stop_cls_});
+    has_stop_ = false;
+  }
+  running_ = false;
+  phase_ = Loss::kIdle;
+}
+
+double JobLedger::MinWindowEttr(double window_min) const {
+  const double span = end_ - start_;
+  if (span <= window_min) return span > 0 ? productive_ / span : 1.0;
+  const size_t n = segments_.size();
+  std::vector<double> cum(n + 1, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    cum[i + 1] = cum[i] + segments_[i].density * (segments_[i].end - segments_[i].start);
+  }
+  // P(x): work done in [start_, x].
+  auto work_to = [&](double x) {
+    const auto it = std::upper_bound(segments_.begin(), segments_.end(), x,
+                                     [](double v, const Segment& s) { return v < s.start; });
+    if (it == segments_.begin()) return 0.0;
+    const size_t i = static_cast<size_t>(it - segments_.begin()) - 1;
+    const Segment& s = segments_[i];
+    return cum[i] + s.density * (std::min(x, s.end) - s.start);
+  };
+  // The window's work is piecewise linear in its start: the minimum lies where either edge
+  // meets a segment boundary.
+  double best = 1e300;
+  auto consider = [&](double a) {
+    a = std::clamp(a, start_, end_ - window_min);
+    best = std::min(best, (work_to(a + window_min) - work_to(a)) / window_min);
+  };
+  consider(start_);
+  consider(end_ - window_min);
+  for (const Segment& s : segments_) {
+    consider(s.start);
+    consider(s.end);
+    consider(s.start - window_min);
+    consider(s.end - window_min);
+  }
+  return best;
+}
+
+}  // namespace hf::sim
