@@ -116,7 +116,7 @@ JsonService* ApiHandler::implementerOf(std::string_view prefix, std::string_view
   return nullptr;
 }
 
-StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
+StatusOr<ApiHandler::Reply> ApiHandler::reply(const http::HttpRequest& req) {
   const auto target = req.header("X-Amz-Target");
   const JsonService* service = target ? serviceFor(*target) : nullptr;
   if (service == nullptr) {
@@ -147,13 +147,25 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
     return absl::UnimplementedError(
         absl::StrCat("Hyperfleet does not implement ", AbslView(*target), " yet."));
   }
+  if (auto text = runner->callSerialized(op, input)) {
+    if (!text->ok()) return text->status();
+    return Reply(std::move(**text));
+  }
   HF_ASSIGN_OR_RETURN(nlohmann::json out, runner->call(op, input));
-  return model.pruneOutput(op, std::move(out));
+  return Reply(model.pruneOutput(op, std::move(out)));
+}
+
+StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
+  HF_ASSIGN_OR_RETURN(Reply r, reply(req));
+  if (auto* tree = std::get_if<nlohmann::json>(&r)) return std::move(*tree);
+  nlohmann::json parsed = nlohmann::json::parse(std::get<std::string>(r), nullptr, false);
+  if (parsed.is_discarded()) return absl::InternalError("A serialized reply is not JSON.");
+  return parsed;
 }
 
 http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
   const std::string request_id = ids_.uuid();
-  StatusOr<nlohmann::json> result = [&]() -> StatusOr<nlohmann::json> {
+  StatusOr<Reply> result = [&]() -> StatusOr<Reply> {
     if (req.method != "POST") {
       return WithAwsErrorType(
           absl::InvalidArgumentError(absl::StrCat(
@@ -172,7 +184,7 @@ http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
                                                   "service: '", std::string(expected), "'. ")),
           "InvalidSignatureException");
     }
-    return dispatch(req);
+    return reply(req);
   }();
   if (!result.ok()) {
     if (HttpStatusFor(result.status()) >= 500) {
@@ -183,7 +195,12 @@ http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
   http::HttpResponse r;
   r.status = 200;
   r.headers = {{"Content-Type", std::string(kContentType)}, {"x-amzn-RequestId", request_id}};
-  r.body = result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (auto* text = std::get_if<std::string>(&*result)) {
+    r.body = std::move(*text);
+  } else {
+    r.body = std::get<nlohmann::json>(*result).dump(-1, ' ', false,
+                                                    nlohmann::json::error_handler_t::replace);
+  }
   return r;
 }
 

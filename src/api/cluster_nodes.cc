@@ -8,6 +8,7 @@
 #include "cluster_request.h"
 #include "cluster_rules.h"
 #include "hyperfleet/api/cluster_operations.h"
+#include "hyperfleet/common/json_text.h"
 
 namespace hf::api {
 
@@ -44,14 +45,79 @@ nlohmann::json ClusterOperations::nodeDetails(const model::Node& n) const {
   return d;
 }
 
-StatusOr<nlohmann::json> ClusterOperations::listClusterNodes(const Json& in) {
+StatusOr<store::Page<model::Node>> ClusterOperations::nodePage(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto c, store_.cluster(Str(in, "ClusterName")));
   auto q = CreatedQuery<store::NodeQuery>(in);
   q.group_contains = Str(in, "InstanceGroupNameContains");
-  HF_ASSIGN_OR_RETURN(auto page, store_.listNodes(c.id, q));
+  return store_.listNodes(c.id, q);
+}
+
+StatusOr<nlohmann::json> ClusterOperations::listClusterNodes(const Json& in) {
+  HF_ASSIGN_OR_RETURN(auto page, nodePage(in));
   Json summaries = Json::array();
   for (const auto& n : page.items) summaries.push_back(nodeSummary(n));
   return WithNextToken({{"ClusterNodeSummaries", std::move(summaries)}}, page.next_token);
+}
+
+namespace {
+
+/// nodeSummary(n) as JSON text: the same members, keys in the tree's (bytewise) order.
+void AppendNodeSummary(std::string& out, const model::Node& n) {
+  namespace jt = json_text;
+  out += '{';
+  jt::AppendKey(out, "InstanceGroupName");
+  jt::AppendString(out, n.group);
+  out += ',';
+  jt::AppendKey(out, "InstanceId");
+  jt::AppendString(out, n.instance_id);
+  out += ',';
+  jt::AppendKey(out, "InstanceStatus");
+  out += '{';
+  if (!n.message.empty()) {
+    jt::AppendKey(out, "Message");
+    jt::AppendString(out, n.message);
+    out += ',';
+  }
+  jt::AppendKey(out, "Status");
+  jt::AppendString(out, model::ToString(n.status));
+  out += "},";
+  jt::AppendKey(out, "InstanceType");
+  jt::AppendString(out, n.instance_type);
+  out += ',';
+  jt::AppendKey(out, "LaunchTime");
+  jt::AppendNumber(out, ToEpochSeconds(n.launch_time));
+  out += ',';
+  jt::AppendKey(out, "NodeLogicalId");
+  jt::AppendString(out, n.logical_id);
+  if (!n.hostname.empty()) {
+    out += ',';
+    jt::AppendKey(out, "PrivateDnsHostname");
+    jt::AppendString(out, n.hostname);
+  }
+  out += '}';
+}
+
+}  // namespace
+
+// A 100-node page as a tree costs several times the rest of the request (building ~1,000
+// small objects and maps, pruning, dumping, freeing); written directly it is one string.
+StatusOr<std::string> ClusterOperations::listClusterNodesText(const Json& in) {
+  HF_ASSIGN_OR_RETURN(auto page, nodePage(in));
+  std::string out;
+  out.reserve(64 + 256 * page.items.size());
+  out += "{\"ClusterNodeSummaries\":[";
+  for (size_t i = 0; i < page.items.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendNodeSummary(out, page.items[i]);
+  }
+  out += ']';
+  if (!page.next_token.empty()) {
+    out += ',';
+    json_text::AppendKey(out, "NextToken");
+    json_text::AppendString(out, page.next_token);
+  }
+  out += '}';
+  return out;
 }
 
 StatusOr<nlohmann::json> ClusterOperations::describeClusterNode(const Json& in) {

@@ -59,6 +59,12 @@ StatusOr<nlohmann::json> ClusterOperations::call(std::string_view op, const Json
   return (this->*(it->second))(in);
 }
 
+std::optional<StatusOr<std::string>> ClusterOperations::callSerialized(std::string_view op,
+                                                                       const Json& in) {
+  if (op == "ListClusterNodes") return listClusterNodesText(in);
+  return std::nullopt;
+}
+
 model::Event ClusterOperations::event(const model::Cluster& c, std::string resource_type,
                                       std::string level, std::string description,
                                       std::string group) const {

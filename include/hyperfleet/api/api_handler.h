@@ -3,10 +3,12 @@
 // authentication, the X-Amz-Target and Content-Type checks, JSON decoding, validation against
 // the service model, and then the operation. A request rejected at any step changes nothing.
 // Every response is pruned to the operation's output shape in the model, here and only here,
-// so no operation can return a member the model does not define.
+// so no operation can return a member the model does not define; the one exception, a reply a
+// service serializes itself (JsonService::callSerialized), is tested against the pruned tree.
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "hyperfleet/api/cluster_operations.h"  // ApiConfig
@@ -38,7 +40,8 @@ class ApiHandler {
   http::HttpResponse handle(http::HttpRequest&& request);
 
   /// The steps after authentication, for the fuzzer and unit tests: target, content type,
-  /// JSON, validation, operation, output pruning. Returns the response body or the error.
+  /// JSON, validation, operation, output pruning. Returns the response body or the error
+  /// (a serialized reply parsed back).
   StatusOr<nlohmann::json> dispatch(const http::HttpRequest& request);
 
  private:
@@ -47,6 +50,11 @@ class ApiHandler {
   IdSource& ids_;
   auth::SigV4Policy policy_;
   std::vector<JsonService*> services_;
+
+  /// A response body: the pruned tree, or the text of JsonService::callSerialized.
+  using Reply = std::variant<nlohmann::json, std::string>;
+  /// dispatch()'s steps, without parsing a serialized reply back.
+  StatusOr<Reply> reply(const http::HttpRequest& request);
 
   /// The first added service whose prefix `target` has (it speaks for the prefix), or null.
   JsonService* serviceFor(std::string_view target) const;

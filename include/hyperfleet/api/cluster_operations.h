@@ -7,6 +7,7 @@
 // cluster_crud.cc, cluster_update.cc (UpdateCluster's declarative replace), cluster_nodes.cc,
 // node_recovery.cc, cluster_events.cc, and cluster_rules.cc (the rules on specifications).
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -46,6 +47,10 @@ class ClusterOperations final : public OperationSet {
   /// implemented here; otherwise those documented per operation in docs/compatibility.md.
   StatusOr<nlohmann::json> call(std::string_view operation,
                                 const nlohmann::json& request) override;
+  /// ListClusterNodes serialized without the JSON tree (its pages are the API's largest
+  /// replies: listClusterNodesText); nullopt for every other operation.
+  std::optional<StatusOr<std::string>> callSerialized(std::string_view operation,
+                                                      const nlohmann::json& request) override;
   /// The model given to the constructor (validation, pruning and DescribeCluster's shapes).
   const model::ServiceModel& model() const override { return model_; }
 
@@ -57,6 +62,8 @@ class ClusterOperations final : public OperationSet {
   StatusOr<Json> updateCluster(const Json& in);
   StatusOr<Json> deleteCluster(const Json& in);
   StatusOr<Json> listClusterNodes(const Json& in);
+  /// listClusterNodes' response as text, byte for byte its pruned tree dumped.
+  StatusOr<std::string> listClusterNodesText(const Json& in);
   StatusOr<Json> describeClusterNode(const Json& in);
   StatusOr<Json> batchDeleteClusterNodes(const Json& in);
   StatusOr<Json> batchAddClusterNodes(const Json& in);
@@ -87,6 +94,8 @@ class ClusterOperations final : public OperationSet {
                                                                   store::WriteBatch&)>& fn);
   Json clusterDetails(const model::Cluster& c,
                       const std::map<std::string, store::GroupCounts>& counts) const;
+  /// The page of nodes a ListClusterNodes request asks for.
+  StatusOr<store::Page<model::Node>> nodePage(const Json& in);
   Json nodeSummary(const model::Node& n) const;
   Json nodeDetails(const model::Node& n) const;
   Json eventSummary(const model::Cluster& c, const model::Event& e, bool details) const;

@@ -2,6 +2,8 @@
 // The one interface of what api::ApiHandler serves: an AWS JSON 1.1 service, or some of the
 // operations of one (SageMaker's are spread over several OperationSets). Header-only, so that
 // a service (hf_logs, hf_jobsapi) implements it without linking hf_api.
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +19,8 @@ namespace hf::api {
 /// signing name, refuses operations its model does not define, validates input against the
 /// model (tagging violations with validationErrorType()), prunes the input, calls the first
 /// added service of that prefix that implements() the operation, and prunes the response to
-/// the model's output shape (a "document": true structure is kept whole). Services that share
+/// the model's output shape (a "document": true structure is kept whole; a callSerialized()
+/// reply is written to that shape already and sent as it is). Services that share
 /// a prefix share its signing name, model and wording: the first one added supplies them.
 class JsonService {
  public:
@@ -40,6 +43,15 @@ class JsonService {
   virtual bool implements(std::string_view op) const { return model().hasOperation(op); }
   /// Runs operation `op` (one it implements) on a validated, pruned input. Thread-safe.
   virtual StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) = 0;
+  /// For operations whose responses are large (list pages): the response body of `op`
+  /// already serialized, byte for byte what call() pruned to the output shape and dumped
+  /// would give (hyperfleet/common/json_text.h), without building the tree; the handler then
+  /// neither prunes nor dumps. nullopt for an operation without one (call() runs). A test
+  /// compares both paths (tests/unit/api/serialized_reply_test.cc). Thread-safe.
+  virtual std::optional<StatusOr<std::string>> callSerialized(std::string_view /*op*/,
+                                                              const nlohmann::json& /*input*/) {
+    return std::nullopt;
+  }
 };
 
 /// Some of the SageMaker API's operations (ClusterOperations, GovernanceOperations): target
