@@ -10,6 +10,7 @@
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/node_supervisor_command.h"
 #include "hyperfleet/cli/server_command.h"
+#include "hyperfleet/cli/simulate_command.h"
 #include "hyperfleet/cli/ssm_command.h"
 
 int main(int argc, char** argv) {
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
   hf::cli::AddJobsCommand(app);
   hf::cli::AddLogsCommand(app);
   hf::cli::AddNodeSupervisorCommand(app);
+  hf::cli::AddSimulateCommand(app);
   hf::cli::AddSsmCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -12,8 +12,10 @@ namespace {
 
 // Okabe & Ito's colour-blind-safe palette (yellow left out: too pale on white); the marker
 // shape changes too, so lines stay apart in grey print.
-constexpr std::array<std::string_view, 7> kColours = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
-                                                      "#E69F00", "#56B4E9", "#000000"};
+// Wine (#882255, from Paul Tol's palette) makes an eighth colour.
+constexpr std::array<std::string_view, 8> kColours = {"#0072B2", "#D55E00", "#009E73",
+                                                      "#CC79A7", "#E69F00", "#56B4E9",
+                                                      "#000000", "#882255"};
 constexpr int kMarkerShapes = 5;
 constexpr std::string_view kFont = "DejaVu Sans, Helvetica, Arial, sans-serif";
 
@@ -235,7 +237,8 @@ void DrawSeries(std::string& out, const LineChart& chart, size_t index, const Sc
   }
   if (!line.empty()) {
     out += "<polyline points=\"" + line + "\" fill=\"none\" stroke=\"" + std::string(colour) +
-           "\" stroke-width=\"2.2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"/>";
+           "\" stroke-width=\"" + (s.emphasis ? "3.6" : "2.2") +
+           "\" stroke-linejoin=\"round\" stroke-linecap=\"round\"/>";
   }
   for (const auto& p : s.points) {
     if (!Drawn(p) || !HasBar(p)) continue;
@@ -269,7 +272,8 @@ void DrawLegend(std::string& out, const LineChart& chart, double x, double y) {
     out += "<path d=\"M" + Px(x) + " " + Px(cy) + "H" + Px(x + 28) + "\" stroke=\"" +
            std::string(colour) + "\" stroke-width=\"2.2\"/>";
     out += Marker(static_cast<int>(i % kMarkerShapes), x + 14, cy, colour);
-    out += "<text x=\"" + Px(x + 36) + "\" y=\"" + Px(cy + 4.5) + "\">" +
+    out += "<text x=\"" + Px(x + 36) + "\" y=\"" + Px(cy + 4.5) + "\"" +
+           (chart.series[i].emphasis ? " font-weight=\"bold\"" : "") + ">" +
            Escape(chart.series[i].name) + "</text>";
   }
   for (const auto& r : chart.references) {
@@ -283,12 +287,36 @@ void DrawLegend(std::string& out, const LineChart& chart, double x, double y) {
   out += "</g>\n";
 }
 
+/// `text` in lines that fit the chart's width at 12.5 px (about 118 characters), broken after
+/// " · " separators when it can be, else at a space.
+std::vector<std::string> WrapSubtitle(std::string_view text) {
+  constexpr size_t kFits = 118;
+  std::vector<std::string> lines;
+  while (text.size() > kFits) {
+    size_t cut = text.rfind(" \u00b7 ", kFits);
+    size_t skip = std::string_view(" \u00b7 ").size();
+    if (cut == std::string_view::npos || cut == 0) {
+      cut = text.rfind(' ', kFits);
+      skip = 1;
+    }
+    if (cut == std::string_view::npos || cut == 0) break;
+    lines.emplace_back(text.substr(0, cut));
+    text.remove_prefix(cut + skip);
+  }
+  if (!text.empty() || lines.empty()) lines.emplace_back(text);
+  return lines;
+}
+
 /// Chart `index` of the document, its top edge at y = `top`.
 void DrawChart(std::string& out, const LineChart& chart, int index, double top) {
   size_t longest = 0;
   for (const auto& s : chart.series) longest = std::max(longest, s.name.size());
-  double legend_w = std::clamp(56.0 + 7.4 * static_cast<double>(longest), 150.0, 330.0);
-  Frame f{80, top + 76, kChartWidth - legend_w - 16, top + kChartHeight - 64};
+  for (const auto& r : chart.references) longest = std::max(longest, r.label.size());
+  // About 7.8 px a character at 13 px (DejaVu Sans, the widest of the fonts asked for).
+  double legend_w = std::clamp(60.0 + 7.8 * static_cast<double>(longest), 150.0, 340.0);
+  std::vector<std::string> subtitle = WrapSubtitle(chart.subtitle);
+  double head = 76 + 16.0 * static_cast<double>(subtitle.size() > 1 ? subtitle.size() - 1 : 0);
+  Frame f{80, top + head, kChartWidth - legend_w - 16, top + kChartHeight - 64};
   const double inset = 12;  // keeps markers at the range's ends off the axis lines
   Axis ya = YAxis(chart);
   Axis xa = XAxis(chart, chart.x_ticks_at_data, f.right - f.left - 2 * inset);
@@ -300,8 +328,10 @@ void DrawChart(std::string& out, const LineChart& chart, int index, double top) 
   out += "<g class=\"chart\">\n<title>" + Escape(chart.title) + "</title>\n";
   out += "<text x=\"24\" y=\"" + Px(top + 32) + "\" font-size=\"19\" font-weight=\"bold\">" +
          Escape(chart.title) + "</text>\n";
-  out += "<text x=\"24\" y=\"" + Px(top + 54) + "\" font-size=\"12.5\" fill=\"#555555\">" +
-         Escape(chart.subtitle) + "</text>\n";
+  for (size_t i = 0; i < subtitle.size(); ++i) {
+    out += "<text x=\"24\" y=\"" + Px(top + 54 + 16.0 * static_cast<double>(i)) +
+           "\" font-size=\"12.5\" fill=\"#555555\">" + Escape(subtitle[i]) + "</text>\n";
+  }
   out += "<clipPath id=\"" + clip + "\"><rect x=\"" + Px(f.left) + "\" y=\"" + Px(f.top - 6) +
          "\" width=\"" + Px(f.right - f.left + 6) + "\" height=\"" + Px(f.bottom - f.top + 6) +
          "\"/></clipPath>\n";
@@ -312,7 +342,13 @@ void DrawChart(std::string& out, const LineChart& chart, int index, double top) 
     out += "<path class=\"reference\" d=\"M" + Px(f.left) + " " + Px(sy(r.y)) + "H" +
            Px(f.right) + "\" stroke=\"#777777\" stroke-width=\"1.2\" stroke-dasharray=\"6 4\"/>\n";
   }
-  for (size_t i = 0; i < chart.series.size(); ++i) DrawSeries(out, chart, i, sx, sy);
+  // Emphasised series last, so that they lie on top.
+  for (size_t i = 0; i < chart.series.size(); ++i) {
+    if (!chart.series[i].emphasis) DrawSeries(out, chart, i, sx, sy);
+  }
+  for (size_t i = 0; i < chart.series.size(); ++i) {
+    if (chart.series[i].emphasis) DrawSeries(out, chart, i, sx, sy);
+  }
   out += "</g>\n";
   DrawLegend(out, chart, f.right + 24, f.top);
   out += "</g>\n";
@@ -341,6 +377,7 @@ LineChart EttrChart(std::span<const EttrObservation> observations, std::string t
       it = chart.series.end() - 1;
     }
     it->points.push_back({o.x, o.mean, o.ci_low, o.ci_high});
+    it->emphasis = it->emphasis || o.highlight;
   }
   for (auto& s : chart.series) {
     std::stable_sort(s.points.begin(), s.points.end(),

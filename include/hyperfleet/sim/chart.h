@@ -22,6 +22,7 @@ struct ChartPoint {
 struct ChartSeries {
   std::string name;
   std::vector<ChartPoint> points;  // drawn in the order given (sort by x for a line)
+  bool emphasis = false;  // a thicker line drawn over the others, its legend entry bold
 };
 
 /// A dashed horizontal line across the plot, e.g. a published anchor ("ByteRobust 97 %").
@@ -34,7 +35,7 @@ struct ChartReference {
 /// round ticks) but never leaves [y_floor, y_ceiling] when those are set.
 struct LineChart {
   std::string title;
-  std::string subtitle;  // one line of context under the title (sizes, rates, replications)
+  std::string subtitle;  // context under the title; long ones wrap after " · " separators
   std::string x_label;
   std::string y_label;
   bool y_percent = false;  // y values are fractions; ticks read "95 %"
@@ -66,6 +67,7 @@ struct EttrObservation {
   double mean = 0;
   double ci_low = 0;
   double ci_high = 0;
+  bool highlight = false;  // the strategy's line is emphasised (e.g. the product's own)
 };
 
 /// The report figure "ETTR against hot spares": one line per strategy (in order of first

@@ -188,6 +188,43 @@ TEST(ChartTest, EmptyAndOnePointSeriesDoNotCrash) {
   Parse(RenderSvg(none));
 }
 
+TEST(ChartTest, HighlightedStrategyIsDrawnOnTopAndThicker) {
+  std::vector<EttrObservation> obs = {{"Hyperfleet", 0, 0.9, 0.9, 0.9, true},
+                                      {"Hyperfleet", 8, 0.95, 0.95, 0.95, true},
+                                      {"C target", 0, 0.9, 0.9, 0.9},
+                                      {"C target", 8, 0.95, 0.95, 0.95}};
+  std::vector<LineChart> charts = {EttrAgainstSparesChart(obs, "")};
+  auto doc = Parse(RenderSvg(charts));
+  auto series = doc.select_nodes("//g[@class='series']");
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_STREQ(series[0].node().attribute("data-name").value(), "C target");
+  EXPECT_STREQ(series[1].node().attribute("data-name").value(), "Hyperfleet");
+  double thin = series[0].node().child("polyline").attribute("stroke-width").as_double();
+  double thick = series[1].node().child("polyline").attribute("stroke-width").as_double();
+  EXPECT_GT(thick, thin);
+}
+
+TEST(ChartTest, LongSubtitleWrapsAtSeparators) {
+  LineChart chart;
+  chart.title = "t";
+  chart.subtitle = "N = 2,000 of F = 2,048 nodes \u00b7 3.8 failures per 1,000 node-days \u00b7 "
+                   "20 replications of 54 days \u00b7 lemons on, fail-slow on \u00b7 parametric "
+                   "engine \u00b7 bars: 95 % interval";
+  std::vector<LineChart> charts = {chart};
+  auto texts = Texts(Parse(RenderSvg(charts)));
+  std::string joined;
+  int lines = 0;
+  for (const auto& t : texts) {
+    if (chart.subtitle.find(t) != std::string::npos && t.size() > 20) {
+      EXPECT_LE(t.size(), 120u) << t;
+      joined += (joined.empty() ? "" : " \u00b7 ") + t;
+      ++lines;
+    }
+  }
+  EXPECT_EQ(lines, 2);
+  EXPECT_EQ(joined, chart.subtitle);  // nothing lost at the break
+}
+
 TEST(NiceTicksTest, RoundStepsCoveringTheRange) {
   EXPECT_EQ(NiceTicks(0, 48), (std::vector<double>{0, 10, 20, 30, 40, 50}));
   auto t = NiceTicks(0.62, 0.985);

@@ -1,0 +1,270 @@
+#include "hyperfleet/cli/simulate_command.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/status.h"
+#include "hyperfleet/common/strings.h"
+#include "hyperfleet/sim/chart.h"
+#include "hyperfleet/sim/fguf.h"
+#include "hyperfleet/sim/grid.h"
+#include "hyperfleet/sim/parametric_engine.h"
+#include "hyperfleet/sim/report.h"
+#include "hyperfleet/sim/strategy.h"
+#include "simulate_report.h"
+
+namespace hf::cli {
+namespace {
+
+/// The flags as typed: lists stay text so that a bad element is reported with its flag.
+struct RawFlags {
+  std::string engine = "parametric";
+  std::vector<std::string> strategies{"all"};
+  int nodes = 2000;
+  int fleet = 0;
+  std::vector<std::string> spares{"16"};
+  std::vector<std::string> rates{"3.8"};
+  double days = 54;
+  int replications = 20;
+  uint64_t seed = 1;
+  bool no_lemons = false, no_fail_slow = false, hard_mix = false;
+  bool grid = false, json = false;
+  std::string svg;
+};
+
+void AddFlags(CLI::App& app, RawFlags& f) {
+  app.add_option("--engine", f.engine,
+                 "parametric (closed form between events, every strategy) or product "
+                 "(Hyperfleet's real controller under a simulated clock)")
+      ->capture_default_str();
+  app.add_option("--strategy", f.strategies,
+                 "Strategy ids, comma-separated, or all: A0 manual ops, A0t manual tuned, A1 "
+                 "Llama-3-like, B1 HyperPod classic, B1b HyperPod per AWS's cost blog, B2 "
+                 "HyperPod checkpointless, C the target, HF Hyperfleet as measured")
+      ->delimiter(',');
+  app.add_option("--nodes", f.nodes, "Nodes the training job needs (N)")->capture_default_str();
+  app.add_option("--fleet", f.fleet,
+                 "Fleet nodes (F); default: max(N * 2048 / 2000, N + spares), FGUF-1's 2.4 % "
+                 "buffer");
+  app.add_option("--spares", f.spares, "Hot spares reserved for the job, one or a list")
+      ->delimiter(',');
+  app.add_option("--rate", f.rates,
+                 "Unexpected failures per 1,000 node-days (fleet average), one or a list")
+      ->delimiter(',');
+  app.add_option("--days", f.days, "Wall-clock days simulated")->capture_default_str();
+  app.add_option("--replications", f.replications, "Seeds per configuration (95 % intervals)")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "First seed; replication k uses seed + k")
+      ->capture_default_str();
+  app.add_flag("--no-lemons", f.no_lemons, "No lemon nodes (default: 2 % of nodes at 10x)");
+  app.add_flag("--no-fail-slow", f.no_fail_slow,
+               "No slow nodes and no transient fail-slow periods");
+  app.add_flag("--hard-mix", f.hard_mix,
+               "The hard cause mix: 8 % hangs and 2 % silent corruption (out of loud faults)");
+  app.add_flag("--grid", f.grid,
+               "Sweep every dimension not given: N 128,512,2000; rates 1.2,2.34,3.8,6.5,9.4; "
+               "spares 0,4,8,16,32,48");
+  app.add_flag("--json", f.json, "Print the results as JSON on stdout instead of the table");
+  app.add_option("--svg", f.svg,
+                 "Write the charts (ETTR against spares at the first rate, against failure "
+                 "rate at the first spare count) to FILE");
+}
+
+/// `text` as a number of type T, whole text or an error naming `flag`.
+template <typename T>
+StatusOr<T> ParseNumber(std::string_view flag, std::string_view text) {
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(flag), ": '", AbslView(text), "' is not a number"));
+  }
+  return value;
+}
+
+Status OutOfRange(std::string_view flag, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(AbslView(flag), " must be ", AbslView(what)));
+}
+
+StatusOr<std::vector<sim::Strategy>> PickStrategies(const std::vector<std::string>& ids) {
+  std::vector<sim::Strategy> all = sim::AllStrategies();
+  std::vector<std::string> known;
+  for (const auto& s : all) known.push_back(s.id);
+  std::vector<sim::Strategy> out;
+  std::set<std::string> seen;
+  for (const auto& id : ids) {
+    if (absl::AsciiStrToLower(id) == "all") {
+      for (const auto& s : all) {
+        if (seen.insert(s.id).second) out.push_back(s);
+      }
+      continue;
+    }
+    auto it = std::find_if(all.begin(), all.end(), [&](const sim::Strategy& s) {
+      return absl::AsciiStrToLower(s.id) == absl::AsciiStrToLower(id);
+    });
+    if (it == all.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--strategy: unknown strategy '", id,
+                                                     "' (one of ", absl::StrJoin(known, ", "),
+                                                     ", or all)"));
+    }
+    if (seen.insert(it->id).second) out.push_back(*it);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--strategy: name at least one strategy");
+  return out;
+}
+
+/// The FGUF-1 parameters the flags leave: defaults with lemons, fail-slow and the cause mix
+/// switched as asked.
+sim::FgufParams BaseParams(const RawFlags& f) {
+  sim::FgufParams p;
+  p.horizon_days = f.days;
+  if (f.no_lemons) p.lemon_share = 0;
+  if (f.no_fail_slow) p.slow_node_share = 0, p.fail_slow_per_day = 0;
+  if (f.hard_mix) p.causes = sim::HardCauseMix();
+  return p;
+}
+
+/// Checks the flags and turns them into a grid. `app` tells which flags were given.
+StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
+  SimulateRun r;
+  if (f.engine != "parametric" && f.engine != "product") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--engine: '", f.engine, "' is not an engine (parametric or product)"));
+  }
+  r.engine = f.engine;
+  if (r.engine == "product") {
+    return absl::InvalidArgumentError(
+        "--engine product: the product engine is not available in this build yet; use "
+        "--engine parametric (docs/simulator.md)");
+  }
+  HF_ASSIGN_OR_RETURN(r.spec.strategies, PickStrategies(f.strategies));
+  if (f.nodes < 1 || f.nodes > 100000) return OutOfRange("--nodes", "between 1 and 100000");
+  if (f.fleet < 0 || f.fleet > 200000) return OutOfRange("--fleet", "between 1 and 200000");
+  if (!(f.days > 0 && f.days <= 3650)) return OutOfRange("--days", "above 0 and at most 3650");
+  if (f.replications < 1 || f.replications > 10000) {
+    return OutOfRange("--replications", "between 1 and 10000");
+  }
+  r.spares_given = app.count("--spares") > 0;
+  r.rates_given = app.count("--rate") > 0;
+  bool nodes_given = app.count("--nodes") > 0;
+  r.spec.spares.clear();
+  for (const auto& s : f.spares) {
+    HF_ASSIGN_OR_RETURN(int v, ParseNumber<int>("--spares", s));
+    if (v < 0 || v > 100000) return OutOfRange("--spares", "between 0 and 100000");
+    r.spec.spares.push_back(v);
+  }
+  r.spec.rates.clear();
+  for (const auto& s : f.rates) {
+    HF_ASSIGN_OR_RETURN(double v, ParseNumber<double>("--rate", s));
+    if (!(v > 0 && v <= 1000)) return OutOfRange("--rate", "above 0 and at most 1000");
+    r.spec.rates.push_back(v);
+  }
+  r.spec.job_nodes = {f.nodes};
+  if (f.grid) {
+    if (!nodes_given) r.spec.job_nodes = kGridNodes;
+    if (!r.rates_given) r.spec.rates = kGridRates;
+    if (!r.spares_given) r.spec.spares = kGridSpares;
+  }
+  r.spec.fleet_nodes = f.fleet;
+  if (f.fleet > 0) {
+    int most = *std::max_element(r.spec.spares.begin(), r.spec.spares.end());
+    for (int n : r.spec.job_nodes) {
+      if (n + most > f.fleet) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--fleet ", f.fleet, " is smaller than the job (", n, " nodes) and its ", most,
+            " spares"));
+      }
+    }
+  }
+  r.spec.base = BaseParams(f);
+  r.spec.seeds = f.replications;
+  r.spec.first_seed = f.seed;
+  r.lemons = !f.no_lemons;
+  r.fail_slow = !f.no_fail_slow;
+  r.hard_mix = f.hard_mix;
+  r.json = f.json;
+  r.svg = f.svg;
+  return r;
+}
+
+[[noreturn]] void BadInput(std::string_view message) {
+  std::fprintf(stderr, "hyperfleet simulate: %s\n", std::string(message).c_str());
+  std::exit(2);
+}
+
+void Run(const SimulateRun& r) {
+  std::vector<sim::Aggregate> rows = sim::RunGrid(r.spec, r.run_one);
+  std::vector<std::string> assumptions = ModelAssumptions(r.spec.base, r.hard_mix);
+  if (!r.svg.empty()) {
+    Status written = WriteFileAtomically(r.svg, ChartsSvg(r, rows), 0644);
+    if (!written.ok()) BadInput(absl::StrCat("--svg: ", written.message()));  // names the path
+  }
+  if (r.json) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& a : rows) results.push_back(sim::ToJson(a));
+    nlohmann::json out = {{"engine", r.engine},
+                          {"parameters", ParamsJson(r)},
+                          {"results", results},
+                          {"assumptions", assumptions}};
+    if (!r.svg.empty()) out["svg"] = r.svg;
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::string text = RunHeadline(r) + "\n\n" + sim::FormatTable(rows) + DetailTables(rows);
+  text += "\nModel (FGUF-1; sources in docs/simulator.md):\n";
+  for (const auto& line : assumptions) text += "  - " + line + "\n";
+  if (!r.svg.empty()) text += "\nCharts written to " + r.svg + "\n";
+  std::fputs(text.c_str(), stdout);
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app) {
+  // The flags are parsed by a second parser in the callback, so that every bad flag (unknown,
+  // missing value, not a number) exits 2 with the flag named, as the rest of the checks do.
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Fleet simulator: ETTR, goodput and losses of recovery strategies under FGUF-1 failures "
+      "(hyperfleet simulate --help)");
+  cmd->prefix_command();
+  cmd->set_help_flag();
+  cmd->callback([cmd] {
+    CLI::App parser{"Fleet simulator (FGUF-1): what a recovery strategy, a spare pool and a "
+                    "failure rate do to a training job's ETTR. docs/simulator.md",
+                    "hyperfleet simulate"};
+    RawFlags flags;
+    AddFlags(parser, flags);
+    std::vector<std::string> args = cmd->remaining();
+    std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+    try {
+      parser.parse(args);
+    } catch (const CLI::CallForHelp&) {
+      std::fputs(parser.help().c_str(), stdout);
+      std::exit(0);
+    } catch (const CLI::ParseError& e) {
+      BadInput(e.what());
+    }
+    StatusOr<SimulateRun> request = Validate(flags, parser);
+    if (!request.ok()) BadInput(StdView(request.status().message()));
+    try {
+      Run(*request);
+    } catch (const std::invalid_argument& e) {
+      BadInput(e.what());
+    }
+  });
+}
+
+}  // namespace hf::cli

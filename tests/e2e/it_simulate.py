@@ -1,0 +1,142 @@
+"""Integration: `hyperfleet simulate` as a real process (docs/simulator.md). The terminal
+table with its assumptions, the JSON on stdout (keys, intervals, reproducible from a seed),
+the SVG charts written to a file, and bad flags refused with exit 2 and the flag named. Short
+horizons and few replications keep it to seconds."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+import harness
+
+SVG = "{http://www.w3.org/2000/svg}"
+QUICK = ["--days", "7", "--replications", "3"]
+
+
+def simulate(*args, cwd=None):
+    """Runs `hyperfleet simulate ARGS` in a C-free environment (a decimal-comma locale asked
+    for, an empty PATH) and returns the completed process."""
+    env = {"LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8", "PATH": ""}
+    return subprocess.run([os.path.abspath(harness.BINARY), "simulate", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd or tempfile.gettempdir(), timeout=300)
+
+
+class SimulateTest(unittest.TestCase):
+    def run_ok(self, *args):
+        p = simulate(*args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p
+
+    def run_json(self, *args):
+        return json.loads(self.run_ok("--json", *args).stdout)
+
+    def test_table_lists_each_strategy_with_its_assumptions(self):
+        out = self.run_ok("--strategy", "B1,HF", *QUICK).stdout
+        self.assertIn("ETTR", out)
+        self.assertIn("B1 HyperPod classic", out)
+        self.assertIn("Hyperfleet", out)
+        self.assertNotIn("A0 manual ops", out)
+        self.assertIn("Model (FGUF-1", out)
+        for topic in ("cause mix:", "lemons: 2 % of nodes", "fail-slow:", "repair pipeline:"):
+            self.assertIn(topic, out)
+        self.assertIn("hang detection not done", out)  # Hyperfleet's assumed values named
+
+    def test_json_has_every_configuration_with_intervals(self):
+        doc = self.run_json("--strategy", "all", "--spares", "0,16", "--rate", "3.8,6.5", *QUICK)
+        self.assertEqual(doc["engine"], "parametric")
+        for key in ("parameters", "results", "assumptions"):
+            self.assertIn(key, doc)
+        params = doc["parameters"]
+        self.assertEqual(params["spares"], [0, 16])
+        self.assertEqual(params["rates_per_1000_node_days"], [3.8, 6.5])
+        self.assertEqual(params["replications"], 3)
+        self.assertEqual(params["cause_mix"], "llama3")
+        ids = {r["strategy"] for r in doc["results"]}
+        self.assertEqual(ids, {"A0", "A0t", "A1", "B1", "B1b", "B2", "C", "HF"})
+        self.assertEqual(len(doc["results"]), 8 * 2 * 2)
+        for r in doc["results"]:
+            e = r["ettr"]
+            self.assertLessEqual(e["lo"], e["mean"])
+            self.assertLessEqual(e["mean"], e["hi"])
+            self.assertTrue(0 <= e["mean"] <= 1, r)
+            self.assertEqual(r["replications"], 3)
+            for key in ("fleet_goodput", "loss_pct", "mttr_mean_min", "spare_exhaustions"):
+                self.assertIn(key, r)
+
+    def test_same_seed_same_numbers(self):
+        a = self.run_json("--strategy", "B1", "--seed", "7", *QUICK)["results"]
+        b = self.run_json("--strategy", "B1", "--seed", "7", *QUICK)["results"]
+        c = self.run_json("--strategy", "B1", "--seed", "8", *QUICK)["results"]
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, c)
+
+    def test_switches_change_the_model(self):
+        doc = self.run_json("--strategy", "HF", "--no-lemons", "--no-fail-slow", "--hard-mix",
+                            *QUICK)
+        p = doc["parameters"]
+        self.assertEqual(p["lemons"]["share"], 0)
+        self.assertEqual(p["fail_slow"]["per_day"], 0)
+        self.assertEqual(p["slow_nodes"]["share"], 0)
+        self.assertEqual(p["cause_mix"], "hard")
+        text = "\n".join(doc["assumptions"])
+        self.assertIn("lemons: none (--no-lemons)", text)
+        self.assertIn("fail-slow: none (--no-fail-slow)", text)
+
+    def test_svg_charts_are_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ettr.svg")
+            out = self.run_ok("--strategy", "B1,B2,HF", "--svg", path, *QUICK).stdout
+            self.assertIn("Charts written to " + path, out)
+            root = ET.parse(path).getroot()
+            self.assertEqual(root.tag, SVG + "svg")
+            charts = [g for g in root.iter(SVG + "g") if g.get("class") == "chart"]
+            self.assertEqual(len(charts), 2)
+            texts = [t.text for t in root.iter(SVG + "text")]
+            self.assertIn("ETTR against hot spares", texts)
+            self.assertIn("ETTR against failure rate", texts)
+            for chart in charts:
+                series = [g for g in chart.iter(SVG + "g") if g.get("class") == "series"]
+                self.assertEqual([g.get("data-name") for g in series],
+                                 ["B1 HyperPod classic", "B2 HyperPod checkpointless",
+                                  "Hyperfleet"])
+                for g in series:  # the default sweeps: 6 spare counts, 5 failure rates
+                    points = g.find(SVG + "polyline").get("points").split()
+                    self.assertIn(len(points), (5, 6))
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
+
+    def test_bad_flags_are_refused_with_exit_2_naming_the_flag(self):
+        cases = [
+            (["--nodes", "0"], "--nodes"),
+            (["--nodes", "many"], "--nodes"),
+            (["--nodes"], "--nodes"),
+            (["--rate", "abc"], "--rate"),
+            (["--rate", "-1"], "--rate"),
+            (["--spares", "4,x"], "--spares"),
+            (["--spares", "-2"], "--spares"),
+            (["--strategy", "ZZ"], "--strategy"),
+            (["--engine", "quantum"], "--engine"),
+            (["--fleet", "100"], "--fleet"),
+            (["--days", "0"], "--days"),
+            (["--replications", "0"], "--replications"),
+            (["--bogus"], "--bogus"),
+            (["--svg", "/nonexistent-dir/x.svg", "--strategy", "HF", *QUICK], "--svg"),
+        ]
+        for args, flag in cases:
+            with self.subTest(args=args):
+                p = simulate(*args)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertTrue(p.stderr.startswith("hyperfleet simulate: "), p.stderr)
+                self.assertIn(flag, p.stderr)
+                self.assertEqual(p.stdout, "")
+
+    def test_help(self):
+        p = self.run_ok("--help")
+        for flag in ("--engine", "--strategy", "--spares", "--rate", "--grid", "--svg"):
+            self.assertIn(flag, p.stdout)
+
+
+if __name__ == "__main__":
+    harness.main()
