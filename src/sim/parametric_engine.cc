@@ -87,6 +87,7 @@ class ParametricRun {
   double fail_slow_factor_ = 1.0;
   double sdc_detect_at_ = kInf;
   DetectClass sdc_class_ = DetectClass::kD5Silent;
+  int sdc_nodes_ = 0;  // nodes left the job silently-faulty, replaced at detection
   RunResult result_;
 };
 
@@ -227,7 +228,7 @@ void ParametricRun::BeginRecovery(double t, StopClass cls, Loss first_phase) {
     // Restarting from a checkpoint before the corruption clears it; its node still needs a
     // replacement.
     sdc_detect_at_ = kInf;
-    AddChain(t, DetectClass::kD5Silent, 1, false, true);
+    AddChain(t, DetectClass::kD5Silent, sdc_nodes_, false, true);
   }
 }
 
@@ -260,11 +261,14 @@ void ParametricRun::AddChain(double t0, DetectClass cls, int nodes, bool human, 
 }
 
 void ParametricRun::OnFault(const FleetEvent& ev) {
-  ++result_.fault_events;
-  result_.fault_history_hash += ev.t_min * (ev.node + 1);
+  if (!ev.bad_return) {  // bad returns depend on the strategy's repairs: not the history
+    ++result_.fault_events;
+    result_.fault_history_hash += ev.t_min * (ev.node + 1);
+  }
   const Where w = where_[ev.node];
   if (ev.group_size > 0) ++result_.correlated_events;
   if (w == Where::kJob) {
+    if (!params_.failures_during_recovery && !ledger_.running()) return;
     OnJobFault(ev);
     return;
   }
@@ -283,8 +287,16 @@ void ParametricRun::OnJobFault(const FleetEvent& ev) {
     AddChain(t, ev.detect, 0, ev.needs_human, false);
     return;
   }
-  if (ev.detect == DetectClass::kD5Silent && ledger_.running() && sdc_detect_at_ == kInf) {
+  if (ev.detect == DetectClass::kD5Silent && ledger_.running() && sdc_detect_at_ < kInf) {
+    // Another silent fault before the first is noticed: the rollback covers it; its node is
+    // replaced with the first's.
+    ++sdc_nodes_;
+    SendToRepair(ev.node, ev.remedy, t, false);
+    return;
+  }
+  if (ev.detect == DetectClass::kD5Silent && ledger_.running()) {
     // The job keeps computing corrupted steps until the corruption is noticed.
+    sdc_nodes_ = 1;
     ledger_.Corrupt(t);
     sdc_detect_at_ = t + rng_.Sample(strategy_.detect[static_cast<int>(DetectClass::kD5Silent)]);
     sdc_class_ = ev.detect;
@@ -318,7 +330,7 @@ void ParametricRun::OnJobFault(const FleetEvent& ev) {
 void ParametricRun::OnSdcDetected(double t) {
   sdc_detect_at_ = kInf;
   if (ledger_.running()) BeginRecovery(t, StopClassOf(sdc_class_), Loss::kLocalization);
-  AddChain(t, sdc_class_, 1, false, true);
+  AddChain(t, sdc_class_, sdc_nodes_, false, true);
 }
 
 void ParametricRun::OnPlanned(double t) {

@@ -122,6 +122,12 @@ struct FgufParams {
 
   std::vector<CauseSpec> causes = Llama3CauseMix();
 
+  /// Daly's semantics (true): the job's nodes keep failing while it recovers, and such a
+  /// failure extends the recovery. false: the alternating-renewal model (no failure while the
+  /// job is down), under which availability is M / (M + downtime), as AWS's HyperPod cost
+  /// example computes it (validation V10).
+  bool failures_during_recovery = true;
+
   double horizon_min() const { return horizon_days * kMinutesPerDay; }
   /// Pure Poisson: no lemons, correlated events, bad returns, slow nodes or fail-slow, no
   /// planned interruptions (the closed forms' assumptions; validation V1).

@@ -43,8 +43,8 @@ struct RunResult {
   int straggler_evictions = 0;   ///< persistently slow nodes swapped out of the job
   int bad_returns = 0;           ///< repaired nodes that came back still faulty into service
   int correlated_events = 0;
-  int fault_events = 0;          ///< all unexpected faults in the fleet (CRN check)
-  double fault_history_hash = 0;  ///< Σ of fault times × node ids (CRN check)
+  int fault_events = 0;  ///< unexpected faults in the fleet, bad returns aside (CRN check)
+  double fault_history_hash = 0;  ///< Σ fault time × (node + 1) over those (CRN check)
   std::vector<std::string> assumptions;  ///< the strategy's assumed fields
 };
 
