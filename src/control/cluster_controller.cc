@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <string_view>
+#include <unordered_map>
 
 #include "hyperfleet/control/cluster_plan.h"
 
@@ -67,10 +69,41 @@ StatusOr<bool> ClusterController::reconcileOnce(const std::string& cluster_id) {
   return plan.settled;
 }
 
+StatusOr<std::vector<model::Node>> ClusterController::loadNodes(const model::Cluster& cluster) {
+  KeptNodes kept;
+  if (auto it = kept_nodes_.find(cluster.id); it != kept_nodes_.end()) {
+    kept = std::move(it->second);
+    kept_nodes_.erase(it);
+  }
+  if (!kept.nodes.empty() && kept.revision == cluster.revision) return std::move(kept.nodes);
+  const int64_t since = kept.nodes.empty() ? 0 : kept.revision;
+  HF_ASSIGN_OR_RETURN(store::NodeChanges changes, store_.nodesChangedSince(cluster.id, since));
+  std::unordered_map<std::string_view, model::Node*> by_id;
+  by_id.reserve(kept.nodes.size() + changes.changed.size());
+  for (auto& n : kept.nodes) by_id[n.instance_id] = &n;
+  for (auto& n : changes.changed) by_id[n.instance_id] = &n;  // newer than the kept copy
+  std::vector<model::Node> nodes;
+  nodes.reserve(changes.ids.size());
+  for (const std::string& id : changes.ids) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      // Not kept and not changed since: the kept copy missed a write. Read everything.
+      return store_.nodes(cluster.id);
+    }
+    nodes.push_back(std::move(*it->second));
+  }
+  return nodes;
+}
+
 StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id) {
   ClusterSnapshot snap;
-  HF_ASSIGN_OR_RETURN(snap.cluster, store_.clusterById(cluster_id));
-  HF_ASSIGN_OR_RETURN(snap.nodes, store_.nodes(snap.cluster.id));
+  auto cluster = store_.clusterById(cluster_id);
+  if (!cluster.ok()) {
+    kept_nodes_.erase(cluster_id);
+    return cluster.status();
+  }
+  snap.cluster = *std::move(cluster);
+  HF_ASSIGN_OR_RETURN(snap.nodes, loadNodes(snap.cluster));
   HF_ASSIGN_OR_RETURN(snap.instances, provider_.list(snap.cluster.id));
   snap.lifecycle_by_agent = provider_.runsLifecycleScripts();
   snap.agent_start_timeout = options_.agent_start_timeout;
@@ -82,6 +115,12 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
     snap.controller_group = std::move(live.controller_group);
   }
   ClusterPlan plan = PlanCluster(snap, clock_.now(), ids_);
+  const size_t node_count = snap.nodes.size();
+  // Kept as read (the plan's writes are read back as changes next time), only for a
+  // cluster looked at again soon: a settled one would hold them for nothing.
+  if (RequeueAfter(plan, options_.active_interval, options_.liveness_interval)) {
+    kept_nodes_[cluster_id] = {snap.cluster.revision, std::move(snap.nodes)};
+  }
   if (!plan.writes.empty()) {
     auto committed = store_.commit(plan.writes);
     if (!committed.ok()) return committed.status();
@@ -121,7 +160,7 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
   }
   // A pass over a large cluster allocates its whole snapshot; hand that memory back to the
   // system instead of keeping it as free heap for the server's lifetime.
-  if (snap.nodes.size() >= 1000) malloc_trim(0);
+  if (node_count >= 1000) malloc_trim(0);
   return plan;
 }
 

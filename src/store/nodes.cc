@@ -80,6 +80,33 @@ StatusOr<std::vector<model::Node>> SqliteStore::nodes(const std::string& cluster
   });
 }
 
+StatusOr<NodeChanges> SqliteStore::nodesChangedSince(const std::string& cluster_id,
+                                                     int64_t since) {
+  return withReader([&](sqlite::Database& db) -> StatusOr<NodeChanges> {
+    // Ids and records from one snapshot: a write in between would otherwise go unseen.
+    HF_RETURN_IF_ERROR(db.exec("BEGIN"));
+    auto result = [&]() -> StatusOr<NodeChanges> {
+      NodeChanges out;
+      // The order of nodes(), from the index nodes_by_time alone.
+      auto ids = db.cached(
+          "SELECT instance_id FROM nodes WHERE cluster_id = ?1 ORDER BY launch_time, "
+          "instance_id");
+      ids.bind(1, cluster_id);
+      HF_RETURN_IF_ERROR(ForEachRow(db, ids, "list node ids", [&](const sqlite::Statement& row) {
+        out.ids.push_back(row.text(0));
+      }));
+      auto s = db.cached(absl::StrCat("SELECT ", kNodeCols,
+                                      " FROM nodes WHERE cluster_id = ?1 AND revision > ?2"));
+      s.bind(1, cluster_id).bind(2, since);
+      HF_ASSIGN_OR_RETURN(out.changed, ReadAll<model::Node>(db, s, "list changed nodes",
+                                                            ReadFullNode));
+      return out;
+    }();
+    (void)db.exec("COMMIT");
+    return result;
+  });
+}
+
 StatusOr<Page<model::Node>> SqliteStore::listNodes(const std::string& cluster_id,
                                                    const NodeQuery& q) {
   const bool by_time = q.sort_by == SortBy::kCreationTime;

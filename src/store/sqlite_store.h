@@ -39,6 +39,8 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<model::Cluster>> allClusters() override;
   StatusOr<Page<model::Cluster>> listClusters(const ClusterQuery& q) override;
   StatusOr<std::vector<model::Node>> nodes(const std::string& cluster_id) override;
+  StatusOr<NodeChanges> nodesChangedSince(const std::string& cluster_id,
+                                          int64_t since) override;
   StatusOr<Page<model::Node>> listNodes(const std::string& cluster_id,
                                         const NodeQuery& q) override;
   StatusOr<std::map<std::string, GroupCounts>> groupCounts(

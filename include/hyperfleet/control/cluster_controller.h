@@ -88,6 +88,9 @@ class ClusterController {
   StatusOr<ClusterPlan> reconcile(const std::string& cluster_id);
   /// runOnce() with mu_ held (released while reconciling).
   std::optional<SteadyTime> turn(std::unique_lock<std::mutex>& lock);
+  /// The node records of `cluster` for a pass: the copy kept from the last pass brought up
+  /// to date with what changed since (Store::nodesChangedSince), or all of them.
+  StatusOr<std::vector<model::Node>> loadNodes(const model::Cluster& cluster);
 
   store::Store& store_;
   provider::Provider& provider_;
@@ -107,6 +110,16 @@ class ClusterController {
   std::optional<SteadyTime> next_resync_;
   /// When each cluster's ClusterPlan::notice was last logged (worker thread only).
   std::map<std::string, SteadyTime> last_notice_;
+  /// A cluster's node records as of `revision` (the cluster's revision read before them).
+  struct KeptNodes {
+    int64_t revision = 0;
+    std::vector<model::Node> nodes;
+  };
+  /// The node records of each cluster looked at again soon (work in flight, or agents
+  /// watched), kept between passes so that a pass reads only what changed: at 10,000
+  /// nodes, reading and decoding every record took longer than planning. Settled clusters
+  /// keep nothing (worker thread only).
+  std::map<std::string, KeptNodes> kept_nodes_;
   std::thread worker_;
 };
 

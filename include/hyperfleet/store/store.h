@@ -114,6 +114,12 @@ struct GroupCounts {
   int other = 0;
 };
 
+/// A cluster's nodes relative to a copy read earlier (Store::nodesChangedSince).
+struct NodeChanges {
+  std::vector<std::string> ids;      ///< every node's instance id, in nodes()'s order
+  std::vector<model::Node> changed;  ///< the full records written after the given revision
+};
+
 /// The store. Thread-safe: any thread may read and commit.
 class Store {
  public:
@@ -140,6 +146,12 @@ class Store {
 
   /// Every node of a cluster.
   virtual StatusOr<std::vector<model::Node>> nodes(const std::string& cluster_id) = 0;
+  /// What a caller holding the cluster's nodes as of revision `since` must read to have
+  /// them as now, in one consistent read: the ids of every node and the records written
+  /// after `since` (all of them when `since` is 0). A node's write moves its cluster's
+  /// revision, so a copy read at the cluster's current revision needs nothing.
+  virtual StatusOr<NodeChanges> nodesChangedSince(const std::string& cluster_id,
+                                                  int64_t since) = 0;
   /// A page of a cluster's nodes. InvalidArgument for a bad token.
   virtual StatusOr<Page<model::Node>> listNodes(const std::string& cluster_id,
                                                 const NodeQuery& query) = 0;

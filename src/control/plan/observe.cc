@@ -1,6 +1,7 @@
 // Observe: what the provider reports, reflected into the node records (passive transitions;
 // docs/state-machines.md "Instance").
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "control/plan/work.h"
 
@@ -93,7 +94,8 @@ void Observe(Work& w) {
   }
   // Instances the provider runs that no record knows (e.g. a record erased before the
   // provider finished): terminate them.
-  std::set<std::string> known;
+  std::unordered_set<std::string_view> known;
+  known.reserve(w.nodes.size());
   for (const auto& n : w.nodes) known.insert(n.instance_id);
   for (const auto& o : w.snap.instances) {
     if (!known.count(o.instance_id) && o.state != InstanceState::kTerminating) {
