@@ -201,9 +201,9 @@ std::string DetailTables(const std::vector<sim::Aggregate>& rows) {
                            a.human_interventions, a.false_positive_evictions,
                            a.lemons_quarantined, a.bad_returns);
   }
-  out += "(no-spare: a node was needed and no hot spare was left; evicted: healthy nodes "
-         "evicted with a hang; lemons: quarantined; bad-ret: repaired nodes back still "
-         "faulty)\n";
+  out += "(no-spare: a node was needed and no hot spare was left; evicted: healthy nodes taken "
+         "out, with a hang's suspects or quarantined as lemons; lemons: real lemons "
+         "quarantined; bad-ret: repaired nodes back still faulty)\n";
   return out;
 }
 
