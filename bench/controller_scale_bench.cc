@@ -12,8 +12,11 @@
 //             passes, as its agent would say), their count and ms per pass
 //   write     the store's commit of one node's change (CAS), ms per write
 //   bulk      the first commit of all N node records, µs per node
+//   kept      the heap a copy of the N records takes (what the controller keeps between
+//             passes of a cluster it watches), MiB
 // Times are medians of CPU time of this thread (the work itself) and wall time (which also
 // counts fsync on the file store).
+#include <malloc.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,7 +144,8 @@ hf::model::InstanceGroup Group(const std::string& name, int count) {
   g.target_count = count;
   g.spec = {{"InstanceGroupName", name}, {"InstanceType", g.instance_type},
             {"InstanceCount", count},
-            {"LifeCycleConfig", {{"SourceS3Uri", "s3://bucket/lcs/"}, {"OnCreate", "on_create.sh"}}},
+            {"LifeCycleConfig",
+             {{"SourceS3Uri", "s3://bucket/lcs/"}, {"OnCreate", "on_create.sh"}}},
             {"ExecutionRole", "arn:aws:iam::123456789012:role/hyperpod"},
             {"ThreadsPerCore", 1}};
   return g;
@@ -168,6 +172,7 @@ class Bench {
       return false;
     }
     Load();
+    Kept();
     Plan();
     Pass();
     return Fault() && Write();
@@ -228,6 +233,16 @@ class Bench {
       }));
     }
     Row("load", nodes_, kind_, s);
+  }
+
+  void Kept() {
+    auto nodes = store_->nodes("c1");
+    if (!nodes.ok()) std::abort();
+    const size_t before = mallinfo2().uordblks;
+    std::vector<hf::model::Node> copy = *nodes;
+    const double mib = static_cast<double>(mallinfo2().uordblks - before) / (1 << 20);
+    std::printf("kept   %6d %-7s %zu records: %.1f MiB of heap (%.0f bytes per node)\n", nodes_,
+                kind_, copy.size(), mib, mib * (1 << 20) / nodes_);
   }
 
   hf::control::ClusterSnapshot Snapshot() {
@@ -348,7 +363,8 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::temp_directory_path().string();
   std::vector<std::string> stores{"memory", "file"};
   app.add_option("--nodes", sizes, "cluster sizes")->delimiter(',');
-  app.add_option("--passes", passes, "repetitions of each timed step")->check(CLI::Range(1, 100000));
+  app.add_option("--passes", passes, "repetitions of each timed step")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--dir", dir, "where the file store goes (removed after)");
   app.add_option("--stores", stores, "memory, file")->delimiter(',');
   CLI11_PARSE(app, argc, argv);

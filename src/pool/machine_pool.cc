@@ -99,12 +99,12 @@ std::string Plural(int n, std::string_view one, std::string_view many) {
 
 Shortfall MakeShortfall(const Capacity& c, std::string_view type, int requested) {
   Shortfall s{std::string(type), requested, c.spares_ready, c.free, ""};
-  s.message = absl::StrCat("Insufficient capacity for ", AbslView(type), ": ", requested, " requested, ",
-                           Plural(c.spares_ready, "hot spare", "hot spares"), " ready and ",
-                           Plural(c.free, "free machine", "free machines"), " (", c.in_use,
-                           " in use, ", c.spares_provisioning, " spares being prepared, ",
-                           c.out_of_service, " in reboot or repair, ", c.quarantined,
-                           " quarantined)");
+  s.message = absl::StrCat(
+      "Insufficient capacity for ", AbslView(type), ": ", requested, " requested, ",
+      Plural(c.spares_ready, "hot spare", "hot spares"), " ready and ",
+      Plural(c.free, "free machine", "free machines"), " (", c.in_use, " in use, ",
+      c.spares_provisioning, " spares being prepared, ", c.out_of_service,
+      " in reboot or repair, ", c.quarantined, " quarantined)");
   return s;
 }
 
@@ -137,9 +137,9 @@ Transition Fault(const Machine& m, MachineState remedy, bool keep_node, const Po
 }
 
 Status NotApplicable(const Machine& m, Report report) {
-  return absl::FailedPreconditionError(absl::StrCat("machine ", m.id, " is ",
-                                                    AbslView(MachineStateName(m.state)),
-                                                    ": cannot apply ", AbslView(ReportName(report))));
+  return absl::FailedPreconditionError(
+      absl::StrCat("machine ", m.id, " is ", AbslView(MachineStateName(m.state)),
+                   ": cannot apply ", AbslView(ReportName(report))));
 }
 
 /// The machine back from reboot or repair: through the return check, or straight to free.
