@@ -17,14 +17,17 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class Where : uint8_t { kJob, kSpare, kIdle, kRepair, kQuarantined };
+// kProvisioning: an idle node being made a hot spare (provision + deep check) in the background.
+enum class Where : uint8_t { kJob, kSpare, kIdle, kRepair, kQuarantined, kProvisioning };
 
-// A node coming back from repair (or, when caught by the deep check, going round again).
+// A node coming back from repair (or, when caught by the deep check, going round again), or
+// an idle node provisioned as a hot spare.
 struct Return {
   double t;
   int node;
   bool bad;     // comes back still faulty
   bool caught;  // the deep check found it: repair again
+  bool refill = false;  // provisioned from the idle fleet to refill the hot spares
   bool operator>(const Return& o) const { return t > o.t; }
 };
 
@@ -56,6 +59,9 @@ class ParametricRun {
   void JoinJob(int node, double t);
   void LeaveJob(int node);
   void SendToRepair(int node, Remedy remedy, double t, bool healthy);
+  // Provisions idle nodes in the background until the hot spares (with those under way) are
+  // back to their target.
+  void RefillSpares(double t);
   bool QuarantineIfLemon(int node, double t);
   // Acquires `count` replacements at `t_acq` (decided at `now`); returns when those not
   // waiting are in; `*waits` counts those waiting for the repaired queue (see OnReturn).
@@ -82,6 +88,7 @@ class ParametricRun {
   std::priority_queue<Return, std::vector<Return>, std::greater<Return>> returns_;
   std::priority_queue<Eviction, std::vector<Eviction>, std::greater<Eviction>> evictions_;
   std::vector<double> waiting_acq_;  // t_acq of replacements waiting for a repaired node
+  int refilling_ = 0;  // idle nodes being provisioned as hot spares
   int slow_in_job_ = 0;
   bool fail_slow_ = false;
   double fail_slow_factor_ = 1.0;
@@ -218,7 +225,20 @@ double ParametricRun::Acquire(int count, double now, double t_acq, int* waits) {
     waiting_acq_.push_back(t_acq);
     ++*waits;
   }
+  RefillSpares(now);
   return ready;
+}
+
+void ParametricRun::RefillSpares(double t) {
+  while (static_cast<int>(spare_.size()) + refilling_ < spares_target_ && !idle_.empty()) {
+    const int node = idle_.back();
+    idle_.pop_back();
+    where_[node] = Where::kProvisioning;
+    ++refilling_;
+    Return r{t + rng_.Sample(strategy_.provision) + strategy_.deep_check_min, node, false, false};
+    r.refill = true;
+    returns_.push(r);
+  }
 }
 
 void ParametricRun::BeginRecovery(double t, StopClass cls, Loss first_phase) {
@@ -274,7 +294,10 @@ void ParametricRun::OnFault(const FleetEvent& ev) {
   }
   if (w == Where::kSpare || w == Where::kIdle) {
     // Found by the fleet's health checks; the job does not notice.
-    if (ev.remedy != Remedy::kRestartInPlace) SendToRepair(ev.node, ev.remedy, ev.t_min, false);
+    if (ev.remedy != Remedy::kRestartInPlace) {
+      SendToRepair(ev.node, ev.remedy, ev.t_min, false);
+      RefillSpares(ev.t_min);
+    }
   }
 }
 
@@ -307,7 +330,8 @@ void ParametricRun::OnJobFault(const FleetEvent& ev) {
   std::vector<int> out{ev.node};
   if (ev.group_size > 0) {
     for (int k = ev.group_first; k < ev.group_first + ev.group_size; ++k) {
-      if (k != ev.node && where_[k] != Where::kRepair && where_[k] != Where::kQuarantined) {
+      if (k != ev.node && (where_[k] == Where::kJob || where_[k] == Where::kSpare ||
+                           where_[k] == Where::kIdle)) {
         if (where_[k] == Where::kJob) out.push_back(k);
         else SendToRepair(k, Remedy::kReboot, t, true);
       }
@@ -348,6 +372,7 @@ void ParametricRun::OnFailSlow(double t, bool start, double factor) {
 }
 
 void ParametricRun::OnReturn(const Return& r) {
+  if (r.refill) --refilling_;
   if (r.caught) {
     const RepairOutcome out = process_.Repair(r.node, Remedy::kReplace, r.t,
                                               strategy_.deep_check_min,
@@ -364,7 +389,7 @@ void ParametricRun::OnReturn(const Return& r) {
     plan_.Resolve(std::max(t_acq, r.t) + rng_.Sample(strategy_.swap));
     return;
   }
-  if (static_cast<int>(spare_.size()) < spares_target_) {
+  if (r.refill || static_cast<int>(spare_.size()) + refilling_ < spares_target_) {
     where_[r.node] = Where::kSpare;
     spare_.push_back(r.node);
   } else {

@@ -112,6 +112,12 @@ TEST(EngineTest, SparesShortenTheWaitForANode) {
   EXPECT_GT(none.loss_pct[static_cast<int>(Loss::kWaitNode)],
             many.loss_pct[static_cast<int>(Loss::kWaitNode)]);
   EXPECT_LT(none.ettr, many.ettr);
+  // A taken spare is replaced in the background from the idle fleet (provision + deep
+  // check), so a few spares cover a 7-a-day failure rate.
+  const RunResult few = RunParametric(p, ById("B2"), 4, 5);
+  EXPECT_LT(few.loss_pct[static_cast<int>(Loss::kWaitNode)], 2.0);
+  EXPECT_GT(RunParametric(p, ById("B2"), 0, 5).loss_pct[static_cast<int>(Loss::kWaitNode)], 20.0)
+      << "without spares every replacement waits for provisioning and a 2-h deep check";
 }
 
 TEST(EngineTest, QuarantineStragglersAndBadReturnsAreCounted) {
