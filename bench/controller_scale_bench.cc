@@ -12,6 +12,9 @@
 //             passes, as its agent would say), their count and ms per pass
 //   write     the store's commit of one node's change (CAS), ms per write
 //   bulk      the first commit of all N node records, µs per node
+//   files     what the agent service does for every heartbeat of every node today: read
+//             every node record and build the node's files (AgentService::nodeFiles), for a
+//             worker and for the Slurm controller (slurm.conf); ms per heartbeat
 //   kept      the heap a copy of the N records takes (what the controller keeps between
 //             passes of a cluster it watches), MiB
 // Times are medians of CPU time of this thread (the work itself) and wall time (which also
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "hyperfleet/agentapi/node_contract.h"
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/control/cluster_plan.h"
 #include "hyperfleet/store/store.h"
@@ -172,6 +176,7 @@ class Bench {
       return false;
     }
     Load();
+    Files();
     Kept();
     Plan();
     Pass();
@@ -233,6 +238,31 @@ class Bench {
       }));
     }
     Row("load", nodes_, kind_, s);
+  }
+
+  void Files() {
+    const json params = {{"version", "1.0.0"},
+                         {"workload_manager", "slurm"},
+                         {"controller_group", "controller"},
+                         {"worker_groups", json::array({{{"instance_group_name", "workers"},
+                                                         {"partition_name", "dev"}}})}};
+    const auto all = store_->nodes("c1");
+    if (!all.ok()) std::abort();
+    for (const char* group : {"workers", "controller"}) {
+      const auto caller = std::find_if(all->begin(), all->end(),
+                                       [&](const auto& n) { return n.group == group; });
+      std::vector<Sample> s;
+      for (int k = 0; k < passes_; ++k) {
+        s.push_back(Time([&] {
+          auto cluster = store_->clusterById("c1");
+          auto nodes = store_->nodes("c1");
+          if (!cluster.ok() || !nodes.ok()) std::abort();
+          auto files = hf::agentapi::BuildNodeFiles(*cluster, *caller, *nodes, params);
+          if (files.files.empty() || files.controller_group != "controller") std::abort();
+        }));
+      }
+      Row(group == std::string("workers") ? "files-w" : "files-c", nodes_, kind_, s);
+    }
   }
 
   void Kept() {
