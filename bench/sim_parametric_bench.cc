@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Times the fleet simulator's parametric engine (FGUF-1)"};
   int seeds = 20;
   int repeats = 50;
-  app.add_option("--seeds", seeds, "replications per grid configuration")->check(CLI::Range(1, 1000));
+  app.add_option("--seeds", seeds, "replications per grid configuration")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--repeats", repeats, "single replications timed per strategy")
       ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);

@@ -201,34 +201,42 @@ void JobLedger::Finish(double t) {
 double JobLedger::MinWindowEttr(double window_min) const {
   const double span = end_ - start_;
   if (span <= window_min) return span > 0 ? productive_ / span : 1.0;
-  const size_t n = segments_.size();
-  std::vector<double> cum(n + 1, 0.0);
-  for (size_t i = 0; i < n; ++i) {
-    cum[i + 1] = cum[i] + segments_[i].density * (segments_[i].end - segments_[i].start);
-  }
-  // P(x): work done in [start_, x].
-  auto work_to = [&](double x) {
-    const auto it = std::upper_bound(segments_.begin(), segments_.end(), x,
-                                     [](double v, const Segment& s) { return v < s.start; });
-    if (it == segments_.begin()) return 0.0;
-    const size_t i = static_cast<size_t>(it - segments_.begin()) - 1;
-    const Segment& s = segments_[i];
-    return cum[i] + s.density * (std::min(x, s.end) - s.start);
-  };
-  // The window's work is piecewise linear in its start: the minimum lies where either edge
-  // meets a segment boundary.
-  double best = 1e300;
-  auto consider = [&](double a) {
-    a = std::clamp(a, start_, end_ - window_min);
-    best = std::min(best, (work_to(a + window_min) - work_to(a)) / window_min);
-  };
-  consider(start_);
-  consider(end_ - window_min);
+  // The window's work is piecewise linear in its start a: the minimum lies where a or
+  // a + window meets a segment boundary. Both candidate lists are ascending, so two cursors
+  // walk the segments once.
+  std::vector<double> bounds;
+  bounds.reserve(2 * segments_.size() + 2);
+  bounds.push_back(start_);
   for (const Segment& s : segments_) {
-    consider(s.start);
-    consider(s.end);
-    consider(s.start - window_min);
-    consider(s.end - window_min);
+    bounds.push_back(s.start);
+    bounds.push_back(s.end);
+  }
+  bounds.push_back(end_);
+  std::vector<double> cand(bounds.size() * 2);
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    cand[i] = bounds[i];
+    cand[bounds.size() + i] = bounds[i] - window_min;
+  }
+  std::inplace_merge(cand.begin(), cand.begin() + static_cast<long>(bounds.size()), cand.end());
+  // P(x), work done in [start_, x], for non-decreasing x.
+  struct Cursor {
+    const std::vector<Segment>& seg;
+    size_t i = 0;
+    double before = 0;  // work of segments [0, i)
+    double At(double x) {
+      while (i < seg.size() && seg[i].end <= x) {
+        before += seg[i].density * (seg[i].end - seg[i].start);
+        ++i;
+      }
+      if (i < seg.size() && seg[i].start < x) return before + seg[i].density * (x - seg[i].start);
+      return before;
+    }
+  };
+  Cursor lo{segments_}, hi{segments_};
+  double best = 1e300;
+  for (double a : cand) {
+    a = std::clamp(a, start_, end_ - window_min);
+    best = std::min(best, (hi.At(a + window_min) - lo.At(a)) / window_min);
   }
   return best;
 }

@@ -147,6 +147,39 @@ TEST(JobLedgerTest, SlidingWindowMinimumSeesTheWorstHour) {
   EXPECT_NEAR(k.MinWindowEttr(60), 0.5, 1e-9) << "30 min down in the worst hour";
 }
 
+// Against a brute-force scan: with δ = 0 and τ = 10, a run from r stopped at s keeps exactly
+// [r, r + 10·⌊(s − r)/10⌋) at full speed.
+TEST(JobLedgerTest, SlidingWindowMinimumMatchesABruteForceScan) {
+  JobLedger l(CheckpointPolicy{10, 0, 0});
+  std::vector<std::pair<double, double>> kept;
+  uint64_t x = 12345;
+  auto next = [&x](double lo, double hi) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * static_cast<double>(x >> 11) * 0x1.0p-53;
+  };
+  double t = 0;
+  for (int i = 0; i < 40; ++i) {
+    const double run = t, stop = run + next(5, 90);
+    l.Run(run);
+    l.Stop(stop, StopClass::kD1, Loss::kDetection);
+    kept.emplace_back(run, run + 10 * std::floor((stop - run) / 10));
+    t = stop + next(1, 40);
+  }
+  l.Finish(t);
+  auto work_to = [&](double y) {
+    double w = 0;
+    for (const auto& [a, b] : kept) w += std::max(0.0, std::min(y, b) - a);
+    return w;
+  };
+  double brute = 1e9;
+  for (double a = 0; a + 60 <= t; a += 0.05) {
+    brute = std::min(brute, (work_to(a + 60) - work_to(a)) / 60);
+  }
+  const double got = l.MinWindowEttr(60);
+  EXPECT_LE(got, brute + 1e-9);
+  EXPECT_NEAR(got, brute, 0.002);
+}
+
 TEST(JobLedgerTest, RejectsBadPolicyAndTimeGoingBack) {
   EXPECT_THROW(JobLedger(CheckpointPolicy{0, 1, 0}), std::invalid_argument);
   JobLedger l(CheckpointPolicy{10, 1, 0});
