@@ -1,7 +1,7 @@
 // sim_parametric_bench: the fleet simulator's parametric engine (issue 19). Prints the CPU
 // time of one 54-day FGUF-1 replication (2,000 of 2,048 nodes, every strategy, the full model)
 // and of the full grid: 7 published strategies × 3 job sizes × 5 failure rates × 6 spare
-// levels × --seeds seeds (FGUF-1 §5.8), on one core. Figures: bench/README.md.
+// levels × --seeds seeds, on one core. Figures: bench/README.md.
 #include <time.h>
 
 #include <algorithm>

@@ -26,7 +26,7 @@ std::string_view ToString(Cause c) {
 }
 
 std::vector<CauseSpec> Llama3CauseMix() {
-  // Counts of Llama 3 Table 5 out of 419 [arXiv 2407.21783]; mapping per FGUF-1 §5.2.
+  // Counts of Llama 3 Table 5 out of 419 [arXiv 2407.21783]; mapping in docs/simulator.md "Failure process".
   constexpr double kTotal = 419.0;
   using C = Cause;
   using D = DetectClass;

@@ -27,8 +27,8 @@ void Detect(Strategy& s, double d1d2, double d3, double d4, double d5) {
 // A0: Slurm + NHC, 2022-era manual operations. NHC every 5 min (mean 2.5) + paging 15 min;
 // NCCL timeout 10–30 min; SDC found by a person from the loss curve (days); localization by
 // hand, lognormal mean 60 min (Minder >30 min, ByteRobust 1.5 h, OPT 4–8 h); an admin swaps
-// the node (120 min); requeue 15 min; 5-min checkpoints every 3 h (BLOOM). ≈ 200 min + rework,
-// the AWS blog's 280 min per failure [HP-COST, "Reduce ML training costs with SageMaker
+// the node (120 min); requeue 15 min; 5-min checkpoints every 3 h (BLOOM). ≈ 210 min + rework,
+// the AWS blog's 280 min per failure ["Reduce ML training costs with SageMaker
 // HyperPod", AWS ML blog 2025].
 Strategy A0() {
   Strategy s = Base("A0", "A0 manual ops");
@@ -41,7 +41,7 @@ Strategy A0() {
   return s;
 }
 
-// A0t: the same operations tuned to 120 min per failure and hourly checkpoints (FGUF-1 §5.7).
+// A0t: the same operations tuned to 120 min per failure and hourly checkpoints (docs/simulator.md "Strategies").
 Strategy A0Tuned() {
   Strategy s = Base("A0t", "A0' manual tuned");
   Detect(s, 2.5 + 15, 15, 20 + 15, 2 * kMinutesPerDay);
@@ -56,7 +56,8 @@ Strategy A0Tuned() {
 // A1: in-house automation as at Meta (Llama 3 / RSC): health checks every 5 min (mean 2.5)
 // [Kokolis et al., arXiv 2410.21680], job exits noticed in ~1 min, NCCL timeout 10 min, SDC in
 // hours; localization and requeue calibrated to 10 min per failure, the value Llama 3's ">90 %"
-// needs (FGUF-1 §4.4); 10-s async checkpoints at Young's τ* [arXiv 2407.21783].
+// needs (Daly's exact ETTR at the Llama 3 rate); 10-s async checkpoints at Young's τ*
+// [arXiv 2407.21783].
 Strategy A1() {
   Strategy s = Base("A1", "A1 Llama-3-like");
   Detect(s, 2.5, 1, 10, 4 * 60);
@@ -108,7 +109,7 @@ Strategy B1Blog() {
 }
 
 // B2: HyperPod checkpointless: recovery <2 min at 2,304 GPUs from hot spares and peer replicas
-// [HyperPod checkpointless blog]; hangs 3–5 min; modelled as δ ≈ 0.1 s, τ = 1 min, 2 min.
+// [HyperPod checkpointless blog, AWS ML blog Dec 2025]; hangs 3–5 min; modelled as δ ≈ 0.1 s, τ = 1 min, 2 min.
 Strategy B2() {
   Strategy s = Base("B2", "B2 HyperPod checkpointless");
   Detect(s, 1, 1, 4, 4 * 60);
@@ -124,9 +125,9 @@ Strategy B2() {
   return s;
 }
 
-// C: the target column. Detection 10–30 s, job exit ~60 s, hangs ≤3 min (NVRx step
-// heartbeat 180 s), SDC in minutes by replay [Gemini 2.5]; ≤1 min per failure; 0.5-s
-// checkpoints at τ*; lemon quarantine after 2 failures in 7 days; stragglers evicted within
+// C: the target column. Detection 10–30 s, job exit ~60 s [ByteRobust], hangs ≤3 min (the
+// NVIDIA Resiliency Extension's step heartbeat, 180 s), SDC in minutes by replay [Gemini 2.5
+// report, 2025]; ≤1 min per failure; 0.5-s checkpoints at τ*; lemon quarantine after 2 failures in 7 days; stragglers evicted within
 // 10 min; 20-min deep check of returning nodes (CoreWeave HPC verification), recall 0.8.
 Strategy C() {
   Strategy s = Base("C", "C target");

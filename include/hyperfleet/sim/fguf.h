@@ -67,7 +67,7 @@ struct Dist {
   double Sample(double z) const;
 };
 
-/// FGUF-1 parameters with its §5.2 defaults; every default's source next to it.
+/// FGUF-1 parameters and their defaults; every default's source next to it.
 struct FgufParams {
   // Fleet and job (Llama 3: 16,384 H100 = 2,048 nodes of 8 GPUs, a 54-day snapshot
   // [arXiv 2407.21783]; N = 2,000 leaves 48 nodes for spares and repair).
@@ -112,7 +112,7 @@ struct FgufParams {
   /// ETTR, kept so reports can state it.
   double diurnal_swing = 0.01;
 
-  // Repair pipeline (all strategies; FGUF-1 §5.4 "repair pipeline").
+  // Repair pipeline (all strategies).
   /// Reboot / GPU reset: 15 min (EKS auto-repair starts 10 min after detection; duration is
   /// an assumption).
   Dist reboot{15.0, 0.0};

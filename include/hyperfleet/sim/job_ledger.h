@@ -11,7 +11,7 @@
 
 namespace hf::sim {
 
-/// Where non-productive wall time goes (FGUF-1 §5.5's loss breakdown, plus planned and human).
+/// Where non-productive wall time goes (FGUF-1's loss breakdown, plus planned and human).
 enum class Loss {
   kCheckpoint,    ///< checkpoint stalls (δ), including those of work later lost
   kRework,        ///< work since the last durable checkpoint, lost by a stop

@@ -1,5 +1,5 @@
 #pragma once
-// The parametric engine: one FGUF-1 replication of a strategy, the recovery pipeline of §5.3
+// The parametric engine: one FGUF-1 replication of a strategy, the recovery pipeline
 // (detect, localize, decide, acquire a node from hot spares / idle fleet / repaired queue,
 // restart, rework; faults during recovery extend it; repairs with bad returns), closed form
 // between events (JobLedger). A 54-day 2,000-node run is about a thousand events.

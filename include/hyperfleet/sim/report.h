@@ -1,5 +1,5 @@
 #pragma once
-// What a run of the simulator reports (FGUF-1 §5.5): one replication's RunResult, the
+// What a run of the simulator reports (FGUF-1's outputs): one replication's RunResult, the
 // Aggregate over replications (mean and 95 % Student-t interval), JSON and a terminal table.
 #include <array>
 #include <cstdint>

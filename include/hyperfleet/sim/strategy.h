@@ -1,5 +1,5 @@
 #pragma once
-// Recovery strategies of FGUF-1 §5.4 as data: what each stage of the recovery pipeline costs
+// FGUF-1's recovery strategies as data (docs/simulator.md "Strategies"): what each stage of the recovery pipeline costs
 // (minutes), how checkpoints are taken, and how lemons and stragglers are handled.
 #include <array>
 #include <string>
@@ -60,10 +60,10 @@ struct Strategy {
   double MeanReplaceDowntime() const;
 };
 
-/// The published strategies of FGUF-1 §5.4/§5.7, in this order: A0 manual ops (Slurm + NHC),
+/// The published strategies, in this order: A0 manual ops (Slurm + NHC),
 /// A0t manual tuned, A1 Llama-3-like automation, B1 HyperPod classic, B1b HyperPod per the
 /// AWS cost blog, B2 HyperPod checkpointless, C the target. Totals per failure are calibrated
-/// to §5.7 (200, 120, 10, 25, 40, 2, 1 min); each value's source is beside it in strategy.cc.
+/// to about 210, 120, 10, 25, 40, 2 and 1 min; each value's source is beside it in strategy.cc.
 std::vector<Strategy> PublishedStrategies();
 
 /// Hyperfleet as measured on real local nodes (bench/resiliency_bench.py, bench/README.md):

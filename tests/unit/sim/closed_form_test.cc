@@ -41,7 +41,7 @@ TEST(ClosedFormTest, YoungIsTheFirstOrderOfDaly) {
 }
 
 // Llama 3 feasibility grid (λ = 466 interruptions / 54 days; Daly exact at Young's τ*): the
-// values FGUF-1 §4.4 tabulates, to ±0.001.
+// values docs/simulator.md "Validation" quotes, to ±0.001.
 TEST(ClosedFormTest, DalyEttrReproducesTheLlama3FeasibilityGrid) {
   const double mtbf = 54.0 * 1440 / 466;
   struct Case {
@@ -56,7 +56,7 @@ TEST(ClosedFormTest, DalyEttrReproducesTheLlama3FeasibilityGrid) {
 }
 
 // Kokolis et al.'s first-order form agrees with Daly's exact one when λR and λτ are small, and
-// reproduces "ETTR ≈ 0.92 at 12k GPUs, r = 6.5, w = 10 s, u0 = 5 min" (FGUF-1 §4.4).
+// reproduces "ETTR ≈ 0.92 at 12k GPUs, r = 6.5, w = 10 s, u0 = 5 min".
 TEST(ClosedFormTest, KokolisFirstOrderMatchesItsAnchors) {
   const double mtbf = JobMttfHours(1500, 6.5) * 60;
   const double delta = 10.0 / 60;

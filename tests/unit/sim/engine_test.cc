@@ -1,5 +1,5 @@
 // The parametric engine on FGUF-1's full model: reproducible, common random numbers across
-// strategies, every minute accounted, §5.7's expected results, and the mechanisms (spares,
+// strategies, every minute accounted, FGUF-1's expected results, and the mechanisms (spares,
 // lemon quarantine, stragglers, bad returns, SDC) doing what they claim.
 #include <cmath>
 #include <numeric>
@@ -58,7 +58,7 @@ TEST(EngineTest, EveryMinuteIsAccounted) {
   }
 }
 
-// FGUF-1 §5.7 (Daly exact, r_f = 3.8, no lemons or fail-slow): each strategy at N = 128, 512
+// FGUF-1's expected results (Daly exact, r_f = 3.8, no lemons or fail-slow): each strategy at N = 128, 512
 // and 2,000 within ±0.02 of the table (10 seeds; 48 spares).
 TEST(EngineTest, ReproducesTheExpectedResultsTable) {
   GridSpec g;
@@ -75,14 +75,14 @@ TEST(EngineTest, ReproducesTheExpectedResultsTable) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const double target = table[i / 3][i % 3];
     EXPECT_NEAR(rows[i].ettr.mean, target, 0.02)
-        << "5.7 " << rows[i].strategy_id << " N = " << rows[i].job_nodes << ": target "
+        << "expected results " << rows[i].strategy_id << " N = " << rows[i].job_nodes << ": target "
         << target << ", got " << rows[i].ettr.mean;
     EXPECT_EQ(rows[i].replications, 10);
     EXPECT_LE(rows[i].ettr.lo, rows[i].ettr.mean);
   }
 }
 
-// The headline's ranking survives lemons, fail-slow and the hard D4/D5 mix (§5.7).
+// The headline's ranking survives lemons, fail-slow and the hard D4/D5 mix.
 TEST(EngineTest, RankingSurvivesTheFullModel) {
   GridSpec g;
   g.base.causes = HardCauseMix();

@@ -91,7 +91,7 @@ TEST(JobLedgerTest, PlannedStopKeepsTheWork) {
 }
 
 // Async checkpoints: durable only `persist` after the stall; a failure inside that window
-// loses the previous interval too (FGUF-1 §4.2).
+// loses the previous interval too.
 TEST(JobLedgerTest, AsyncPersistWindowLosesThePreviousIntervalToo) {
   struct Case {
     double stop_at, rework;

@@ -1,4 +1,4 @@
-// FGUF-1's validation suite (§5.6) on the parametric engine, each case with its own target and
+// FGUF-1's validation suite (docs/simulator.md "Validation") on the parametric engine, each case with its own target and
 // tolerance. The fixed-downtime cases use a pure Poisson process, one loud cause and constant
 // latencies (the closed forms' assumptions) with ample spares. Replications: 20 seeds unless a
 // case says otherwise (fewer where its tolerance is wide, longer horizons where a run's spread
