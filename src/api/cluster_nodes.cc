@@ -61,37 +61,30 @@ StatusOr<nlohmann::json> ClusterOperations::listClusterNodes(const Json& in) {
 
 namespace {
 
-/// nodeSummary(n) as JSON text: the same members, keys in the tree's (bytewise) order.
+/// nodeSummary(n) as JSON text: the same members, keys in the tree's (bytewise) order. The
+/// keys are our own ASCII names, written as they are.
 void AppendNodeSummary(std::string& out, const model::Node& n) {
   namespace jt = json_text;
-  out += '{';
-  jt::AppendKey(out, "InstanceGroupName");
+  out += R"({"InstanceGroupName":)";
   jt::AppendString(out, n.group);
-  out += ',';
-  jt::AppendKey(out, "InstanceId");
+  out += R"(,"InstanceId":)";
   jt::AppendString(out, n.instance_id);
-  out += ',';
-  jt::AppendKey(out, "InstanceStatus");
-  out += '{';
+  out += R"(,"InstanceStatus":{)";
   if (!n.message.empty()) {
-    jt::AppendKey(out, "Message");
+    out += R"("Message":)";
     jt::AppendString(out, n.message);
     out += ',';
   }
-  jt::AppendKey(out, "Status");
+  out += R"("Status":)";
   jt::AppendString(out, model::ToString(n.status));
-  out += "},";
-  jt::AppendKey(out, "InstanceType");
+  out += R"(},"InstanceType":)";
   jt::AppendString(out, n.instance_type);
-  out += ',';
-  jt::AppendKey(out, "LaunchTime");
+  out += R"(,"LaunchTime":)";
   jt::AppendNumber(out, ToEpochSeconds(n.launch_time));
-  out += ',';
-  jt::AppendKey(out, "NodeLogicalId");
+  out += R"(,"NodeLogicalId":)";
   jt::AppendString(out, n.logical_id);
   if (!n.hostname.empty()) {
-    out += ',';
-    jt::AppendKey(out, "PrivateDnsHostname");
+    out += R"(,"PrivateDnsHostname":)";
     jt::AppendString(out, n.hostname);
   }
   out += '}';
@@ -105,15 +98,14 @@ StatusOr<std::string> ClusterOperations::listClusterNodesText(const Json& in) {
   HF_ASSIGN_OR_RETURN(auto page, nodePage(in));
   std::string out;
   out.reserve(64 + 256 * page.items.size());
-  out += "{\"ClusterNodeSummaries\":[";
+  out += R"({"ClusterNodeSummaries":[)";
   for (size_t i = 0; i < page.items.size(); ++i) {
     if (i > 0) out += ',';
     AppendNodeSummary(out, page.items[i]);
   }
   out += ']';
   if (!page.next_token.empty()) {
-    out += ',';
-    json_text::AppendKey(out, "NextToken");
+    out += R"(,"NextToken":)";
     json_text::AppendString(out, page.next_token);
   }
   out += '}';

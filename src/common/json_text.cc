@@ -33,9 +33,4 @@ void AppendString(std::string& out, std::string_view s) {
 
 void AppendNumber(std::string& out, double v) { out += Dump(nlohmann::json(v)); }
 
-void AppendKey(std::string& out, std::string_view key) {
-  AppendString(out, key);
-  out += ':';
-}
-
 }  // namespace hf::json_text

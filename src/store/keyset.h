@@ -56,7 +56,12 @@ struct Keyset {
   StatusOr<Page<T>> collect(const sqlite::Database& db, sqlite::Statement& s, int limit,
                             ReadFn read, KeyFn key_of) const {
     Page<T> page;
-    HF_ASSIGN_OR_RETURN(page.items, ReadAll<T>(db, s, "list", read));
+    // limit + 1 rows at most (bind()): for a page of the API's size (MaxResults <= 100 in
+    // the model), one allocation and no moves of items as the page grows.
+    if (limit > 0 && limit <= 1000) page.items.reserve(static_cast<size_t>(limit) + 1);
+    HF_RETURN_IF_ERROR(ForEachRow(db, s, "list", [&](const sqlite::Statement& row) {
+      page.items.push_back(read(row));
+    }));
     if (static_cast<int>(page.items.size()) > limit) {
       page.items.resize(limit);
       auto [key, tie] = key_of(page.items.back());

@@ -19,7 +19,4 @@ void AppendString(std::string& out, std::string_view s);
 /// NaN and infinities).
 void AppendNumber(std::string& out, double v);
 
-/// Appends `"key":` (AppendString, then a colon).
-void AppendKey(std::string& out, std::string_view key);
-
 }  // namespace hf::json_text

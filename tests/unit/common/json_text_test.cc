@@ -45,12 +45,5 @@ TEST(JsonTextTest, NumbersAsNlohmannDumpsThem) {
   }
 }
 
-TEST(JsonTextTest, KeysAreQuotedWithAColon) {
-  std::string out;
-  AppendKey(out, "InstanceId");
-  AppendString(out, "i-1");
-  EXPECT_EQ(out, R"("InstanceId":"i-1")");
-}
-
 }  // namespace
 }  // namespace hf::json_text
