@@ -11,6 +11,7 @@
 //             (detect, replace, launch, erase; the new node's scripts succeed between
 //             passes, as its agent would say), their count and ms per pass
 //   write     the store's commit of one node's change (CAS), ms per write
+//   delete    DeleteCluster: each pass until the cluster is gone (terminate all, then erase)
 //   bulk      the first commit of all N node records, µs per node
 //   files     what the agent service does for every heartbeat of every node today: read
 //             every node record and build the node's files (AgentService::nodeFiles), for a
@@ -180,7 +181,7 @@ class Bench {
     Kept();
     Plan();
     Pass();
-    return Fault() && Write();
+    return Fault() && Write() && Delete();
   }
 
  private:
@@ -370,6 +371,29 @@ class Bench {
     }
     Row("write", nodes_, kind_, s);
     return true;
+  }
+
+  bool Delete() {
+    auto c = store_->clusterById("c1");
+    if (!c.ok()) return false;
+    hf::model::Cluster deleting = *c;
+    deleting.status = hf::model::cluster_status::kDeleting;
+    hf::store::WriteBatch b;
+    b.clusters.push_back({deleting, c->revision});
+    if (!store_->commit(b).ok()) return false;
+    std::vector<Sample> s;
+    for (int k = 0; k < 10; ++k) {
+      clock_.advance(std::chrono::seconds(1));
+      bool gone = false;
+      s.push_back(Time([&] { gone = absl::IsNotFound(controller_->reconcileOnce("c1").status()); }));
+      if (gone) {
+        s.pop_back();  // the pass that found nothing to do
+        Row("delete", nodes_, kind_, s);
+        return true;
+      }
+    }
+    std::fprintf(stderr, "delete: the cluster is still there after 10 passes\n");
+    return false;
   }
 
   int nodes_;
