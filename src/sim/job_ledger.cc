@@ -64,6 +64,7 @@ void JobLedger::Advance(double t) {
       if (persist_left_ <= 0) {
         since_durable_ -= pending_work_;
         pending_work_ = 0;
+        post_in_since_ = std::min(post_in_since_, since_durable_);
       }
     }
   };
@@ -71,14 +72,15 @@ void JobLedger::Advance(double t) {
     if (pending_work_ > 0) since_durable_ -= pending_work_;  // the previous one is durable
     pending_work_ = 0;
     persist_left_ = 0;
-    if (!corrupt_) {
-      if (async) {
-        pending_work_ = since_durable_;
-        persist_left_ = policy_.persist_window_min;
-      } else {
-        since_durable_ = 0;
-      }
+    // A checkpoint taken after a silent corruption is durable but bad: a later fault restarts
+    // from it, the corruption's detection rolls back past it (rb_pre_, rb_post_).
+    if (async) {
+      pending_work_ = since_durable_;
+      persist_left_ = policy_.persist_window_min;
+    } else {
+      since_durable_ = 0;
     }
+    post_in_since_ = std::min(post_in_since_, since_durable_);
     cycle_work_ = 0;
     stall_done_ = 0;
   };
@@ -86,7 +88,10 @@ void JobLedger::Advance(double t) {
     work += w;
     cycle_work_ += w;
     since_durable_ += w;
-    if (corrupt_) corrupt_work_ += w;
+    if (corrupt_) {
+      rb_post_ += w;
+      post_in_since_ += w;
+    }
   };
   const double cycle_wall = tau * f + delta;
   while (dt > 1e-12) {
@@ -113,15 +118,16 @@ void JobLedger::Advance(double t) {
       persist_left_ = 0;
       work += k * tau;
       loss_[static_cast<int>(Loss::kCheckpoint)] += k * delta;
-      if (corrupt_) {
-        since_durable_ += k * tau;
-        corrupt_work_ += k * tau;
-      } else if (async) {
+      if (async) {
         since_durable_ = k == 1 ? since_durable_ + tau : tau;
         pending_work_ = since_durable_;
         persist_left_ = policy_.persist_window_min;
       } else {
         since_durable_ = 0;
+      }
+      if (corrupt_) {
+        rb_post_ += k * tau;
+        post_in_since_ = since_durable_;  // all of it done after the corruption
       }
       dt -= k * cycle_wall;
       continue;
@@ -147,8 +153,7 @@ void JobLedger::Run(double t) {
     has_stop_ = false;
   }
   running_ = true;
-  corrupt_ = false;
-  cycle_work_ = stall_done_ = since_durable_ = pending_work_ = persist_left_ = corrupt_work_ = 0;
+  cycle_work_ = stall_done_ = since_durable_ = pending_work_ = persist_left_ = post_in_since_ = 0;
 }
 
 void JobLedger::SetSlowdown(double t, double factor) {
@@ -160,23 +165,39 @@ void JobLedger::Corrupt(double t) {
   Advance(t);
   if (!running_ || corrupt_) return;
   corrupt_ = true;
-  corrupt_work_ = 0;
+  rb_pre_ = since_durable_;
+  rb_post_ = 0;
+  post_in_since_ = 0;
+}
+
+void JobLedger::RollBack() {
+  const double lost = rb_pre_ + rb_post_;
+  loss_[static_cast<int>(Loss::kSdcRollback)] += rb_post_;
+  loss_[static_cast<int>(Loss::kRework)] += rb_pre_;
+  productive_ -= lost;
+  DropWork(lost);
+  corrupt_ = false;
+  rb_pre_ = rb_post_ = post_in_since_ = since_durable_ = 0;
 }
 
 void JobLedger::Stop(double t, StopClass cls, Loss phase) {
   Advance(t);
   phase_ = phase;
-  if (!running_) return;
-  if (cls != StopClass::kPlanned) {
+  if (cls == StopClass::kD5 && corrupt_) {
+    RollBack();
+  } else if (running_ && cls != StopClass::kPlanned) {
     const double lost = since_durable_;
-    const double sdc = corrupt_ ? std::min(corrupt_work_, lost) : 0.0;
-    loss_[static_cast<int>(Loss::kSdcRollback)] += sdc;
-    loss_[static_cast<int>(Loss::kRework)] += lost - sdc;
+    loss_[static_cast<int>(Loss::kRework)] += lost;
     productive_ -= lost;
     DropWork(lost);
+    if (corrupt_) {  // the part of it done after the corruption is no longer to roll back
+      rb_post_ -= post_in_since_;
+      rb_pre_ -= std::min(rb_pre_, lost - post_in_since_);
+      post_in_since_ = 0;
+    }
   }
+  if (!running_) return;
   running_ = false;
-  corrupt_ = false;
   has_stop_ = true;
   stop_at_ = t;
   stop_cls_ = cls;
@@ -189,6 +210,7 @@ void JobLedger::Phase(double t, Loss phase) {
 
 void JobLedger::Finish(double t) {
   Advance(t);
+  if (corrupt_) RollBack();  // corrupted work never found is still not productive
   end_ = t;
   if (!running_ && has_stop_) {
     interruptions_.push_back(Interruption{stop_at_, t - stop_at_, stop_cls_});

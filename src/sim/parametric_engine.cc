@@ -95,6 +95,7 @@ class ParametricRun {
   double sdc_detect_at_ = kInf;
   DetectClass sdc_class_ = DetectClass::kD5Silent;
   int sdc_nodes_ = 0;  // nodes left the job silently-faulty, replaced at detection
+  int sdc_at_restart_ = 0;  // silent faults while the job was down: corrupt from its restart
   RunResult result_;
 };
 
@@ -244,12 +245,6 @@ void ParametricRun::RefillSpares(double t) {
 void ParametricRun::BeginRecovery(double t, StopClass cls, Loss first_phase) {
   ledger_.Stop(t, cls, first_phase);
   plan_.Begin(t);
-  if (sdc_detect_at_ < kInf) {
-    // Restarting from a checkpoint before the corruption clears it; its node still needs a
-    // replacement.
-    sdc_detect_at_ = kInf;
-    AddChain(t, DetectClass::kD5Silent, sdc_nodes_, false, true);
-  }
 }
 
 // A failure chain from `t0`: detection (unless already detected), localization, a person,
@@ -310,7 +305,7 @@ void ParametricRun::OnJobFault(const FleetEvent& ev) {
     AddChain(t, ev.detect, 0, ev.needs_human, false);
     return;
   }
-  if (ev.detect == DetectClass::kD5Silent && ledger_.running() && sdc_detect_at_ < kInf) {
+  if (ev.detect == DetectClass::kD5Silent && sdc_detect_at_ < kInf) {
     // Another silent fault before the first is noticed: the rollback covers it; its node is
     // replaced with the first's.
     ++sdc_nodes_;
@@ -323,6 +318,12 @@ void ParametricRun::OnJobFault(const FleetEvent& ev) {
     ledger_.Corrupt(t);
     sdc_detect_at_ = t + rng_.Sample(strategy_.detect[static_cast<int>(DetectClass::kD5Silent)]);
     sdc_class_ = ev.detect;
+    SendToRepair(ev.node, ev.remedy, t, false);
+    return;
+  }
+  if (ev.detect == DetectClass::kD5Silent) {
+    // Silent while the job is down: the corruption starts when it runs again.
+    ++sdc_at_restart_;
     SendToRepair(ev.node, ev.remedy, t, false);
     return;
   }
@@ -353,7 +354,11 @@ void ParametricRun::OnJobFault(const FleetEvent& ev) {
 
 void ParametricRun::OnSdcDetected(double t) {
   sdc_detect_at_ = kInf;
-  if (ledger_.running()) BeginRecovery(t, StopClassOf(sdc_class_), Loss::kLocalization);
+  if (ledger_.running()) {
+    BeginRecovery(t, StopClassOf(sdc_class_), Loss::kLocalization);
+  } else {
+    ledger_.Stop(t, StopClassOf(sdc_class_), ledger_.phase());  // roll back, same phase
+  }
   AddChain(t, sdc_class_, sdc_nodes_, false, true);
 }
 
@@ -418,6 +423,13 @@ void ParametricRun::OnEviction(const Eviction& e) {
 void ParametricRun::StartRun(double t) {
   ledger_.Run(t);
   RecomputeFactor(t);
+  if (sdc_at_restart_ > 0) {
+    sdc_nodes_ = sdc_at_restart_;
+    sdc_at_restart_ = 0;
+    ledger_.Corrupt(t);
+    sdc_detect_at_ = t + rng_.Sample(strategy_.detect[static_cast<int>(DetectClass::kD5Silent)]);
+    sdc_class_ = DetectClass::kD5Silent;
+  }
 }
 
 RunResult ParametricRun::Execute() {

@@ -58,13 +58,16 @@ class JobLedger {
   void Run(double t);
   /// Step time × `factor` (≥ 1) from `t` on, running or not (kept for the next Run).
   void SetSlowdown(double t, double factor);
-  /// Silent corruption at `t` while running: no checkpoint taken from now on is good, and the
-  /// work from `t` to the stop is charged to kSdcRollback.
+  /// Silent corruption at `t` while running: checkpoints from now on are bad. The corruption
+  /// outlives other stops and restarts (they restart from a bad checkpoint) until a kD5 stop
+  /// detects it; the work kept since `t` is then charged to kSdcRollback, the work before it
+  /// since the last good checkpoint to kRework.
   void Corrupt(double t);
   /// The job stops at `t` (a fault at `t` of class `cls`; for SDC, at its detection): work
-  /// since the last durable checkpoint becomes rework; the wall time from `t` is charged to
-  /// `phase` until the next Phase/Run. kPlanned: a checkpoint is taken first (δ, no rework).
-  /// A stop while already stopped only changes the phase (and counts no interruption).
+  /// since the last checkpoint becomes rework (kD5 with a corruption: the roll-back above);
+  /// the wall time from `t` is charged to `phase` until the next Phase/Run. kPlanned: a
+  /// checkpoint is taken first (no rework). A stop while already stopped only changes the
+  /// phase and counts no interruption (kD5 still rolls back a corruption).
   void Stop(double t, StopClass cls, Loss phase);
   /// From `t`, recovery time is charged to `phase` (stopped only).
   void Phase(double t, Loss phase);
@@ -72,6 +75,10 @@ class JobLedger {
   void Finish(double t);
 
   bool running() const { return running_; }
+  /// The loss wall time is charged to while stopped.
+  Loss phase() const { return phase_; }
+  /// A silent corruption is pending (not yet rolled back).
+  bool corrupt() const { return corrupt_; }
   /// Work (productive minutes at full speed) done and kept so far; valid after Finish.
   double productive_min() const { return productive_; }
   double wall_min() const { return end_ - start_; }
@@ -89,6 +96,7 @@ class JobLedger {
   void Advance(double t);  // account [now_, t) in the current state
   void AddSegment(double start, double end, double work);
   void DropWork(double work);  // rework: remove the last `work` minutes of segments
+  void RollBack();             // a detected corruption: rb_pre_ + rb_post_ are lost
 
   CheckpointPolicy policy_;
   double start_ = 0, now_ = 0, end_ = 0;
@@ -102,7 +110,9 @@ class JobLedger {
   double since_durable_ = 0;   // work since the last durable checkpoint
   double pending_work_ = 0;    // async: work of the checkpoint still persisting
   double persist_left_ = 0;    // async: persist-window minutes left
-  double corrupt_work_ = 0;    // work since Corrupt
+  double rb_pre_ = 0;         // corruption: work before it since the last good checkpoint
+  double rb_post_ = 0;        // corruption: work kept since it (across restarts)
+  double post_in_since_ = 0;  // the part of since_durable_ done after the corruption
   double productive_ = 0;
   bool has_stop_ = false;  // stopped by Stop (not yet running again)
   double stop_at_ = 0;

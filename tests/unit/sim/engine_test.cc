@@ -58,11 +58,13 @@ TEST(EngineTest, EveryMinuteIsAccounted) {
   }
 }
 
-// FGUF-1's expected results (Daly exact, r_f = 3.8, no lemons or fail-slow): each strategy at N = 128, 512
-// and 2,000 within ±0.02 of the table (10 seeds; 48 spares).
+// FGUF-1's expected results (Daly exact, r_f = 3.8, no lemons or fail-slow, every failure a
+// loud node fault replaced at the strategy's downtime): each strategy at N = 128, 512 and
+// 2,000 within ±0.02 of the table (10 seeds; 48 spares).
 TEST(EngineTest, ReproducesTheExpectedResultsTable) {
   GridSpec g;
   g.base = FgufParams::PurePoisson();
+  g.base.causes = {{Cause::kGpuHard, 1.0, DetectClass::kD1Loud, 0, true, 0}};
   g.strategies = PublishedStrategies();
   g.job_nodes = {128, 512, 2000};
   g.spares = {48};

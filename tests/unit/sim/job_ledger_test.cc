@@ -131,6 +131,34 @@ TEST(JobLedgerTest, CorruptionRollsBackPastIt) {
   ExpectConserved(l);
 }
 
+// The corruption outlives an unrelated failure (the job restarts from a bad checkpoint) and
+// is rolled back at its detection, across the restart.
+TEST(JobLedgerTest, CorruptionOutlivesOtherStops) {
+  struct Case {
+    const char* name;
+    double other_stop, rework, sdc;
+  };
+  // Corrupt at 14 (4 min into the second cycle); another fault at `other_stop`; restart 3 min
+  // later; the corruption detected 15 min after the restart. Only [0, 10) is ever kept.
+  for (const Case& c : {Case{"after a bad checkpoint", 27, 7 + 4, 6 + 15},
+                        Case{"before any bad checkpoint", 17, 7, 15}}) {
+    JobLedger l(CheckpointPolicy{10, 0, 0});
+    l.Run(0);
+    l.Corrupt(14);
+    l.Stop(c.other_stop, StopClass::kD1, Loss::kDetection);
+    EXPECT_TRUE(l.corrupt()) << c.name;
+    l.Run(c.other_stop + 3);
+    l.Stop(c.other_stop + 18, StopClass::kD5, Loss::kLocalization);
+    EXPECT_FALSE(l.corrupt()) << c.name;
+    l.Finish(c.other_stop + 20);
+    EXPECT_NEAR(LossOf(l, Loss::kRework), c.rework, 1e-9) << c.name;
+    EXPECT_NEAR(LossOf(l, Loss::kSdcRollback), c.sdc, 1e-9) << c.name;
+    EXPECT_NEAR(l.productive_min(), 10, 1e-9) << c.name;
+    EXPECT_EQ(l.interruptions().size(), 2u) << c.name;
+    ExpectConserved(l);
+  }
+}
+
 TEST(JobLedgerTest, SlidingWindowMinimumSeesTheWorstHour) {
   JobLedger l(CheckpointPolicy{1000, 0, 0});  // no checkpoint: a stop loses everything
   l.Run(0);
