@@ -134,8 +134,10 @@ double FailureProcess::PeekTime() const {
 }
 
 FleetEvent FailureProcess::MakeFault(int node, double t, bool bad) {
-  // A fixed number of draws per fault keeps node k's i-th fault identical across strategies.
-  SimRng& rng = cause_rng_[node];
+  // A fixed number of draws per fault keeps node k's i-th fault identical across strategies;
+  // a bad return's fault (its timing depends on the strategy's repairs) draws from the repair
+  // stream so that it does not shift the node's regular causes.
+  SimRng& rng = bad ? repair_rng_[node] : cause_rng_[node];
   const double u_cause = rng.Uniform(), u_remedy = rng.Uniform(), u_human = rng.Uniform(),
                u_corr = rng.Uniform();
   size_t i = std::upper_bound(cum_share_.begin(), cum_share_.end(), u_cause) - cum_share_.begin();

@@ -278,7 +278,7 @@ void ParametricRun::AddChain(double t0, DetectClass cls, int nodes, bool human, 
 void ParametricRun::OnFault(const FleetEvent& ev) {
   if (!ev.bad_return) {  // bad returns depend on the strategy's repairs: not the history
     ++result_.fault_events;
-    result_.fault_history_hash += ev.t_min * (ev.node + 1);
+    result_.fault_history_hash += ev.t_min * (ev.node + 1) * (1 + static_cast<int>(ev.cause));
   }
   const Where w = where_[ev.node];
   if (ev.group_size > 0) ++result_.correlated_events;

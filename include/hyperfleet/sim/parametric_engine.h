@@ -11,8 +11,10 @@
 
 namespace hf::sim {
 
-/// Runs one replication. `spares`: hot spares reserved for the job (the rest of the fleet
-/// beyond job + spares is an idle buffer the strategy provisions from). Throws
+/// Runs one replication. `spares`: hot spares reserved for the job. The rest of the fleet
+/// beyond job + spares is an idle buffer: a replacement comes from it (provision + deep check)
+/// when no hot spare is left, and a spare taken into the job is replaced from it in the
+/// background. Repaired nodes serve a waiting recovery, then the spares, then the buffer. Throws
 /// std::invalid_argument when job_nodes + spares > fleet_nodes or a parameter is out of range.
 RunResult RunParametric(const FgufParams& params, const Strategy& strategy, int spares,
                         uint64_t seed);

@@ -44,7 +44,7 @@ struct RunResult {
   int bad_returns = 0;           ///< repaired nodes that came back still faulty into service
   int correlated_events = 0;
   int fault_events = 0;  ///< unexpected faults in the fleet, bad returns aside (CRN check)
-  double fault_history_hash = 0;  ///< Σ fault time × (node + 1) over those (CRN check)
+  double fault_history_hash = 0;  ///< Σ time × (node + 1) × (1 + cause) over those (CRN check)
   std::vector<std::string> assumptions;  ///< the strategy's assumed fields
 };
 
