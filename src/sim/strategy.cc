@@ -182,7 +182,8 @@ Strategy HyperfleetStrategy() {
       "detect.D3: job crashes: C's 60 s assumed (Slurm requeue not measured)",
       "detect.D4: hang detection not done; C's 3 min assumed",
       "detect.D5: SDC detection not done; C's 10 min assumed",
-      "localize.D2/D4/D5: C's over-eviction of 4 nodes for hangs assumed",
+      "localize: 0 min, as the health verdict names a dead or hung node; assumed for network "
+      "faults, hangs and SDC, with C's over-eviction of 4 nodes for hangs",
       "provision: measured on local nspawn nodes (a booted machine), not physical provisioning",
       "restart: 4.4 s measured (Slurm requeue) + 30 s application init and checkpoint load assumed",
       "checkpoint: the application's (0.5 s at Young's optimum, C's) assumed",
