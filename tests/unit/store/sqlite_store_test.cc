@@ -186,6 +186,20 @@ TEST_P(StoreTest, NodePagesCoverEveryNodeOnceInEachOrder) {
   EXPECT_EQ((*counts)["workers"].pending, 128);
 }
 
+TEST_P(StoreTest, ANodeIsFoundByInstanceIdOrLogicalIdInItsClusterOnly) {
+  WriteBatch b;
+  b.clusters.push_back({MakeCluster("c1", "one", 1), kMustNotExist, false});
+  b.clusters.push_back({MakeCluster("c2", "two", 2), kMustNotExist, false});
+  for (int i = 0; i < 3; ++i) b.nodes.push_back({MakeNode("c1", "i-" + std::to_string(i), i)});
+  b.nodes.push_back({MakeNode("c2", "i-9", 9)});
+  ASSERT_TRUE(store_->commit(b).ok());
+  EXPECT_EQ(store_->node("c1", "i-1")->instance_id, "i-1");
+  EXPECT_EQ(store_->node("c1", "l-i-2")->instance_id, "i-2");
+  EXPECT_TRUE(absl::IsNotFound(store_->node("c1", "i-9").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->node("c1", "l-i-9").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->node("c1", "i-7").status()));
+}
+
 TEST_P(StoreTest, ForeignTokensAreRejected) {
   NodeQuery q;
   q.page_token = "not-a-token";
