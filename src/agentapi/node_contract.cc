@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/agentapi/lifecycle_gate.h"
 #include "hyperfleet/model/instance_catalog.h"
 #include "hyperfleet/slurm/slurm_config.h"
 
@@ -15,24 +16,17 @@ namespace {
 using nlohmann::json;
 namespace is = model::instance_status;
 
-/// slurm.conf, gres.conf and job_submit.lua for the controller of a Slurm cluster; none
-/// while slurm.conf cannot be rendered yet (e.g. no node has an address).
-void AddSlurmFiles(const model::Cluster& cluster, const std::vector<model::Node>& nodes,
-                   const slurm::SlurmRoles& roles, NodeFiles& out) {
-  const auto& catalog = model::InstanceCatalog::Embedded();
-  auto conf = slurm::RenderSlurmConf(cluster, nodes, roles, catalog);
-  if (!conf.ok()) {
-    spdlog::debug("no slurm.conf for cluster {} yet: {}", cluster.name,
-                  std::string(conf.status().message()));
-    return;
-  }
-  out.files.push_back({"/opt/slurm/etc/slurm.conf", 0644, *conf});
-  out.slurm_conf = std::move(*conf);
-  if (auto gres = slurm::RenderGresConf(cluster, nodes, roles, catalog); gres.ok()) {
-    out.files.push_back({"/opt/slurm/etc/gres.conf", 0644, *gres});
-  }
-  // slurm.conf names it (JobSubmitPlugins=lua): task governance holds jobs with it.
-  out.files.push_back({"/opt/slurm/etc/job_submit.lua", 0644, slurm::RenderJobSubmitLua()});
+/// `seed` with `v` mixed in (the 64-bit finaliser of MurmurHash3): order-sensitive.
+uint64_t Mix(uint64_t seed, uint64_t v) {
+  uint64_t h = seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
+uint64_t FileKey(uint64_t seed, const std::string& path, uint32_t mode, size_t content_hash) {
+  return Mix(Mix(Mix(seed, std::hash<std::string>{}(path)), mode), content_hash);
 }
 
 }  // namespace
@@ -68,14 +62,53 @@ json ResourceConfig(const model::Cluster& cluster, const std::vector<model::Node
               {"InstanceGroups", groups}};
 }
 
-NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
-                         const std::vector<model::Node>& nodes,
-                         const std::optional<json>& params) {
-  NodeFiles out;
+std::string ResourceConfigText(const model::Cluster& cluster,
+                               const std::vector<model::Node>& nodes) {
+  return ResourceConfig(cluster, nodes).dump(2) + "\n";
+}
+
+SlurmFiles BuildSlurmFiles(const model::Cluster& cluster, const std::vector<model::Node>& nodes,
+                           const std::optional<json>& params) {
+  SlurmFiles out;
+  auto roles = slurm::SlurmRolesOf(cluster, params.value_or(json()));
+  if (!roles.ok()) {
+    if (params && params->is_object() &&
+        (params->contains("controller_group") || params->contains("worker_groups") ||
+         params->contains("login_group"))) {
+      out.roles_error = std::string(roles.status().message());
+    }
+    return out;
+  }
+  out.controller_group = roles->controller_group;
+  const auto& catalog = model::InstanceCatalog::Embedded();
+  auto conf = slurm::RenderSlurmConf(cluster, nodes, *roles, catalog);
+  if (!conf.ok()) {
+    spdlog::debug("no slurm.conf for cluster {} yet: {}", cluster.name,
+                  std::string(conf.status().message()));
+    return out;
+  }
+  out.slurm_conf_nodes = SlurmConfNodeNames(*conf);
+  out.files.push_back({"/opt/slurm/etc/slurm.conf", 0644, std::move(*conf)});
+  if (auto gres = slurm::RenderGresConf(cluster, nodes, *roles, catalog); gres.ok()) {
+    out.files.push_back({"/opt/slurm/etc/gres.conf", 0644, std::move(*gres)});
+  }
+  // slurm.conf names it (JobSubmitPlugins=lua): task governance holds jobs with it.
+  out.files.push_back({"/opt/slurm/etc/job_submit.lua", 0644, slurm::RenderJobSubmitLua()});
+  for (const auto& f : out.files) {
+    out.hash = FileKey(out.hash, f.path, f.mode, std::hash<std::string>{}(f.content));
+  }
+  return out;
+}
+
+NodeFilesPlan PlanNodeFiles(const model::Cluster& cluster, const model::Node& node,
+                            const std::string& resource_config, size_t resource_config_hash,
+                            const SlurmFiles* slurm, const std::optional<json>& params) {
+  NodeFilesPlan out;
   auto add = [&](const std::string& path, const json& content) {
     out.files.push_back({path, 0600, content.dump(2) + "\n"});
   };
-  add("/opt/ml/config/resource_config.json", ResourceConfig(cluster, nodes));
+  out.files.push_back({"/opt/ml/config/resource_config.json", 0600, {}, &resource_config,
+                       resource_config_hash});
   const json& lcc = node.lifecycle;
   if (lcc.is_object()) {
     json life{{"S3Uri", lcc.value("SourceS3Uri", "")}, {"OnCreate", lcc.value("OnCreate", "")}};
@@ -85,14 +118,16 @@ NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
     if (params) add("/opt/ml/config/provisioning_parameters.json", *params);
     // On the controller, slurm.conf as HyperPod's cluster agent writes it before the
     // lifecycle scripts run (they wait for it); refreshed as the cluster changes.
-    auto roles = slurm::SlurmRolesOf(cluster, params.value_or(json()));
-    if (roles.ok()) {
-      out.controller_group = roles->controller_group;
-      if (roles->controller_group == node.group) AddSlurmFiles(cluster, nodes, *roles, out);
-    } else if (params && params->is_object() &&
-               (params->contains("controller_group") || params->contains("worker_groups") ||
-                params->contains("login_group"))) {
-      out.roles_error = std::string(roles.status().message());
+    if (slurm != nullptr) {
+      out.controller_group = slurm->controller_group;
+      out.roles_error = slurm->roles_error;
+      if (!slurm->controller_group.empty() && slurm->controller_group == node.group &&
+          !slurm->files.empty()) {
+        out.slurm = true;
+        for (const auto& f : slurm->files) {
+          out.files.push_back({f.path, f.mode, {}, &f.content, 0});
+        }
+      }
     }
   }
   // gres.conf names NVIDIA's device files: slurmd's drop-in makes stand-ins where there are
@@ -106,11 +141,46 @@ NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
   add("/opt/ml/config/host_agent.json",
       json{{"ClusterArn", cluster.arn}, {"InstanceId", node.instance_id},
            {"InstanceGroupName", node.group}});
+  // Shared contents count by their hashes (the Slurm files by their set's), so the key costs
+  // nothing that grows with the cluster.
+  for (const auto& f : out.files) {
+    if (f.shared == &resource_config) {
+      out.key = FileKey(out.key, f.path, f.mode, resource_config_hash);
+    } else if (f.shared == nullptr) {
+      out.key = FileKey(out.key, f.path, f.mode, std::hash<std::string>{}(f.own));
+    }
+  }
+  if (out.slurm) out.key = Mix(out.key, slurm->hash);
+  return out;
+}
+
+NodeFiles MaterializeNodeFiles(const NodeFilesPlan& plan) {
+  NodeFiles out;
+  out.controller_group = plan.controller_group;
+  out.roles_error = plan.roles_error;
+  out.files.reserve(plan.files.size());
+  for (const auto& f : plan.files) out.files.push_back({f.path, f.mode, f.content()});
+  if (plan.slurm) {
+    for (const auto& f : out.files) {
+      if (f.path == "/opt/slurm/etc/slurm.conf") out.slurm_conf = f.content;
+    }
+  }
   // The hash of the files' JSON, as before the typed protocol, so that a restart of an
   // upgraded control plane does not send every node its files again.
   out.revision = static_cast<int64_t>(std::hash<std::string>{}(json(out.files).dump()) &
                                       ((uint64_t{1} << 53) - 1));
   return out;
+}
+
+NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
+                         const std::vector<model::Node>& nodes,
+                         const std::optional<json>& params) {
+  const std::string resource_config = ResourceConfigText(cluster, nodes);
+  std::optional<SlurmFiles> slurm;
+  if (node.lifecycle.is_object()) slurm = BuildSlurmFiles(cluster, nodes, params);
+  return MaterializeNodeFiles(PlanNodeFiles(cluster, node, resource_config,
+                                            std::hash<std::string>{}(resource_config),
+                                            slurm ? &*slurm : nullptr, params));
 }
 
 ProvisioningParameters::ProvisioningParameters(bundle::BundleSource& bundles, const Clock& clock)

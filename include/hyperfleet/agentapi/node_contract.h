@@ -43,10 +43,67 @@ struct NodeFiles {
 };
 
 /// The files of `node` in `cluster`, whose nodes are `nodes`, with the bundle's
-/// provisioning_parameters.json `params` (nullopt: none). Pure.
+/// provisioning_parameters.json `params` (nullopt: none). Pure. The same as
+/// MaterializeNodeFiles(PlanNodeFiles(...)) over ResourceConfigText and BuildSlurmFiles.
 NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
                          const std::vector<model::Node>& nodes,
                          const std::optional<nlohmann::json>& params);
+
+// A node's files in two steps, so that what every node of a cluster shares (resource_config.json
+// and the Slurm files list every node) is built once per change of the cluster, not once per
+// node and heartbeat (NodeFilesCache).
+
+/// resource_config.json's text (ResourceConfig, as written on the node).
+std::string ResourceConfigText(const model::Cluster& cluster,
+                               const std::vector<model::Node>& nodes);
+
+/// What the nodes of a cluster with the same provisioning_parameters.json share of Slurm.
+struct SlurmFiles {
+  std::string controller_group;  ///< empty: no Slurm roles
+  std::string roles_error;       ///< why params give no roles although they name some
+  /// slurm.conf, gres.conf and job_submit.lua for the controller group's nodes, slurm.conf
+  /// first; empty while slurm.conf cannot be rendered yet (no controller address).
+  std::vector<NodeFile> files;
+  std::vector<std::string> slurm_conf_nodes;  ///< slurm.conf's NodeName= names
+  size_t hash = 0;                            ///< of every file's path, mode and content
+};
+
+/// The Slurm part of the files of `cluster`'s nodes whose lifecycle configuration gives
+/// `params` (nullopt: none). Pure.
+SlurmFiles BuildSlurmFiles(const model::Cluster& cluster, const std::vector<model::Node>& nodes,
+                           const std::optional<nlohmann::json>& params);
+
+/// One of a node's files: its own content, or a shared text it does not own.
+struct NodeFileRef {
+  std::string path;
+  uint32_t mode = 0600;
+  std::string own;
+  const std::string* shared = nullptr;  ///< outlives this (a cache snapshot)
+  size_t shared_hash = 0;               ///< std::hash of *shared
+  const std::string& content() const { return shared != nullptr ? *shared : own; }
+};
+
+/// A node's files before the shared texts are copied in.
+struct NodeFilesPlan {
+  std::vector<NodeFileRef> files;
+  std::string controller_group;
+  std::string roles_error;
+  bool slurm = false;  ///< files include the Slurm files (the node is the controller)
+  /// A hash of every file's path, mode and content (shared contents by their hashes): equal
+  /// keys, equal files (up to 64-bit hash collisions). O(size of the node's own files).
+  uint64_t key = 0;
+};
+
+/// The plan of `node`'s files given the cluster's resource_config.json text (and its
+/// std::hash) and, when the node has a lifecycle configuration, the Slurm part for its
+/// `params` (`slurm` null otherwise). Pure; `resource_config` and `slurm` must outlive it.
+NodeFilesPlan PlanNodeFiles(const model::Cluster& cluster, const model::Node& node,
+                            const std::string& resource_config, size_t resource_config_hash,
+                            const SlurmFiles* slurm, const std::optional<nlohmann::json>& params);
+
+/// The files of `plan`, with their revision (O(total size): done only when a node's files
+/// changed or must be sent).
+NodeFiles MaterializeNodeFiles(const NodeFilesPlan& plan);
 
 /// The lifecycle bundles' provisioning_parameters.json (at most 1 MiB), each read at most
 /// once per 5 s: every node's heartbeat asks, and a user who fixes the file and creates the
