@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "hyperfleet/agentapi/health_events.h"
 #include "hyperfleet/agentapi/lifecycle_gate.h"
+#include "hyperfleet/agentapi/node_records.h"
 #include "hyperfleet/common/uri.h"
 #include "hyperfleet/model/instance_catalog.h"
 
@@ -72,18 +73,6 @@ std::optional<std::string> QueryValue(std::string_view query, std::string_view n
     if (param.name == name) return std::move(param.value);
   }
   return std::nullopt;
-}
-
-std::string LifecycleFailureMessage(const model::Cluster& c, const model::Node& n,
-                                    const std::string& reason, const std::string& detail) {
-  // HyperPod's wording, with what went wrong and where the output is.
-  std::string head = reason == "timeout" ? "Lifecycle scripts execution timed out"
-                                         : "Lifecycle scripts did not run successfully";
-  return absl::StrCat(head, ": ", detail.empty() ? "no detail reported" : detail,
-                      ". Ensure the scripts exist in the provided S3 path, are accessible, and "
-                      "run without errors. See CloudWatch logs (log group ",
-                      ClusterLogGroup(c), ", log stream ", LifecycleLogStream(n),
-                      ") for lifecycle script execution details.");
 }
 
 int64_t NowMs(const Clock& clock) {
@@ -271,22 +260,8 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const Regist
 StatusOr<bool> AgentService::updateNode(
     const Caller& caller,
     const std::function<bool(model::Node&, std::vector<model::EventText>&)>& change) {
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    HF_ASSIGN_OR_RETURN(model::Node node, store_.node(caller.cluster.id, caller.node.instance_id));
-    const int64_t revision = node.revision;
-    std::vector<model::EventText> events;
-    if (!change(node, events)) return false;
-    store::WriteBatch batch;
-    batch.nodes.push_back({node, revision, false});
-    for (auto& e : events) {
-      batch.events.push_back(
-          model::MakeEvent(ids_.eventId(), caller.cluster.id, clock_.now(), std::move(e)));
-    }
-    auto committed = store_.commit(batch);
-    if (committed.ok()) return true;
-    if (!absl::IsFailedPrecondition(committed.status())) return committed.status();
-  }
-  return absl::UnavailableError("the node record kept changing; retry");
+  return UpdateNodeRecord(store_, clock_, ids_, caller.cluster.id, caller.node.instance_id,
+                          change);
 }
 
 Status AgentService::markWaiting(const Caller& caller, const std::string& reason) {
@@ -438,24 +413,8 @@ http::HttpResponse AgentService::lifecycle(const Caller& caller, const Lifecycle
   const std::string& detail = body.message;
   // Record the result on the node, with its event. A retried report and a report after a
   // result change nothing: results are final.
-  auto wrote = updateNode(caller, [&](model::Node& n, std::vector<model::EventText>& events) {
-    if (n.lifecycle_state == state || n.lifecycle_state == ls::kSucceeded ||
-        n.lifecycle_state == ls::kFailed) {
-      return false;
-    }
-    n.lifecycle_state = state;
-    if (state == kFailed) {
-      n.lifecycle_message = LifecycleFailureMessage(caller.cluster, n, reason, detail);
-    }
-    std::string description = absl::StrCat(
-        "Instance lifecycle script execution for EC2InstanceId ", n.instance_id, " has ", state);
-    if (state == kFailed && !detail.empty()) absl::StrAppend(&description, ": ", detail);
-    events.push_back({"Instance", state == kFailed ? "Error" : "Info", std::move(description),
-                      n.group, n.instance_id,
-                      json{{"Instance",
-                            {{"LcsExecutionState", state}, {"NodeLogicalId", n.logical_id}}}}});
-    return true;
-  });
+  auto wrote = RecordLifecycleResult(store_, clock_, ids_, caller.cluster,
+                                     caller.node.instance_id, state, reason, detail);
   if (!wrote.ok()) return Error(HttpStatusOf(wrote.status()), wrote.status().message());
   if (!*wrote) return Ok();
   // The platform's markers in the node's log stream, written once per transition.
