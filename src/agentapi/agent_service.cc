@@ -95,7 +95,7 @@ AgentService::AgentService(store::Store& store, bundle::BundleSource& bundles,
                            const Clock& clock, IdSource& ids, Options options)
     : store_(store), bundles_(bundles), tokens_(tokens), cache_(cache), logs_(std::move(logs)),
       on_change_(std::move(on_change)), clock_(clock), ids_(ids), options_(options),
-      params_(bundles, clock) {}
+      params_(bundles, clock), files_(store, clock) {}
 
 void AgentService::setSlurmJobsHandler(SlurmJobsHandler handler) {
   std::lock_guard lock(mu_);
@@ -144,6 +144,7 @@ StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpReques
   Caller caller;
   auto cluster = store_.clusterById(cluster_id);
   auto node = cluster.ok() ? store_.node(cluster_id, instance_id) : cluster.status();
+  if (!cluster.ok() && absl::IsNotFound(cluster.status())) files_.forget(cluster_id);
   if (!node.ok()) {
     if (absl::IsNotFound(node.status())) {
       cache_.untrack(instance_id);
@@ -191,14 +192,14 @@ http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
   }
 }
 
-StatusOr<AgentService::Files> AgentService::nodeFiles(const Caller& caller) {
-  Files out;
-  HF_ASSIGN_OR_RETURN(out.nodes, store_.nodes(caller.cluster.id));
+StatusOr<NodeFilesCache::Result> AgentService::nodeFiles(const Caller& caller,
+                                                         std::optional<int64_t> agent_revision) {
   std::optional<json> params;
   if (caller.node.lifecycle.is_object()) {
     params = params_.get(caller.node.lifecycle.value("SourceS3Uri", ""));
   }
-  static_cast<NodeFiles&>(out) = BuildNodeFiles(caller.cluster, caller.node, out.nodes, params);
+  HF_ASSIGN_OR_RETURN(NodeFilesCache::Result out,
+                      files_.get(caller.cluster, caller.node, params, agent_revision));
   if (!out.controller_group.empty()) {
     cache_.setControllerGroup(caller.cluster.id, out.controller_group);
   }
@@ -207,11 +208,11 @@ StatusOr<AgentService::Files> AgentService::nodeFiles(const Caller& caller) {
 
 http::HttpResponse AgentService::registerNode(const Caller& caller, const RegisterRequest&) {
   touch(caller.node.instance_id);
-  auto files = nodeFiles(caller);
+  auto files = nodeFiles(caller, std::nullopt);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
-  if (files->slurm_conf) {
+  if (files->slurm) {
     // The agent writes these files before anything else (its lifecycle scripts included).
-    if (Status s = recordApplied(caller, *files->slurm_conf); !s.ok()) {
+    if (Status s = recordApplied(caller, files->slurm->slurm_conf_nodes); !s.ok()) {
       return Error(HttpStatusOf(s), s.message());
     }
   }
@@ -227,7 +228,7 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const Regist
   }
   RegisterResponse out;
   out.lifecycle =
-      LifecyclePlan(caller.cluster, caller.node, files->nodes, files->controller_group,
+      LifecyclePlan(caller.cluster, caller.node, files->snapshot->nodes, files->controller_group,
                     options_.lifecycle_timeout_seconds, options_.lifecycle_wait_retry_ms);
   if (out.lifecycle.wait) {
     // Registered and held back: not an agent that never starts (see the agent-start timeout).
@@ -277,8 +278,7 @@ Status AgentService::markWaiting(const Caller& caller, const std::string& reason
   return absl::OkStatus();
 }
 
-Status AgentService::recordApplied(const Caller& caller, const std::string& slurm_conf) {
-  std::vector<std::string> names = SlurmConfNodeNames(slurm_conf);
+Status AgentService::recordApplied(const Caller& caller, const std::vector<std::string>& names) {
   if (caller.node.slurm_conf_nodes == names) return absl::OkStatus();  // the common case
   auto wrote = updateNode(caller, [&](model::Node& n, std::vector<model::EventText>&) {
     if (n.slurm_conf_nodes == names) return false;
@@ -291,7 +291,7 @@ Status AgentService::recordApplied(const Caller& caller, const std::string& slur
 http::HttpResponse AgentService::heartbeat(const Caller& caller, const HeartbeatRequest& body) {
   touch(caller.node.instance_id);
   if (body.health) recordHealth(caller, ToModelHealth(*body.health));
-  auto files = nodeFiles(caller);
+  auto files = nodeFiles(caller, body.files_revision);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   const bool controller =
       !files->controller_group.empty() && files->controller_group == caller.node.group;
@@ -310,9 +310,9 @@ http::HttpResponse AgentService::heartbeat(const Caller& caller, const Heartbeat
   }
   if (body.files_revision != out.files_revision) {
     out.files = std::move(files->files);
-  } else if (files->slurm_conf) {
+  } else if (files->slurm) {
     // The agent reports a revision once it has written its files and reloaded Slurm.
-    if (Status s = recordApplied(caller, *files->slurm_conf); !s.ok()) {
+    if (Status s = recordApplied(caller, files->slurm->slurm_conf_nodes); !s.ok()) {
       return Error(HttpStatusOf(s), s.message());
     }
   }

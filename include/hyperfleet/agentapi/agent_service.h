@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hyperfleet/agentapi/node_contract.h"
+#include "hyperfleet/agentapi/node_files_cache.h"
 #include "hyperfleet/agentapi/node_status_cache.h"
 #include "hyperfleet/agentapi/node_tokens.h"
 #include "hyperfleet/agentapi/protocol.h"
@@ -83,10 +84,6 @@ class AgentService {
     model::Cluster cluster;
     model::Node node;
   };
-  /// The caller's node files with the cluster's nodes they were built from.
-  struct Files : NodeFiles {
-    std::vector<model::Node> nodes;
-  };
   StatusOr<Caller> authenticate(const http::HttpRequest& request);
   http::HttpResponse registerNode(const Caller& caller, const RegisterRequest& body);
   http::HttpResponse heartbeat(const Caller& caller, const HeartbeatRequest& body);
@@ -94,7 +91,10 @@ class AgentService {
   http::HttpResponse readBundle(const Caller& caller, std::string_view query);
   http::HttpResponse appendLogs(const Caller& caller, const LogBatch& body);
   http::HttpResponse lifecycle(const Caller& caller, const LifecycleReport& body);
-  StatusOr<Files> nodeFiles(const Caller& caller);
+  /// The caller's node files (NodeFilesCache): the files themselves only when
+  /// `agent_revision` (what its agent holds; nullopt: nothing) is not their revision.
+  StatusOr<NodeFilesCache::Result> nodeFiles(const Caller& caller,
+                                             std::optional<int64_t> agent_revision);
   /// Task governance's answer to the controller's heartbeat, added to `out`.
   void governance(const Caller& caller, const HeartbeatRequest& body, HeartbeatResponse& out);
   /// Keeps the heartbeat's health report and records the events it makes (health_events.h).
@@ -109,9 +109,9 @@ class AgentService {
   /// Records that the node's agent registered and waits (lifecycle_state::kWaiting), and
   /// says why in the node's lifecycle log stream the first time.
   Status markWaiting(const Caller& caller, const std::string& reason);
-  /// Stores the NodeName= names of the slurm.conf the controller's agent applied
-  /// (Node::slurm_conf_nodes, what the controller-first gate reads) when they changed.
-  Status recordApplied(const Caller& caller, const std::string& slurm_conf);
+  /// Stores `names`, the NodeName= names of the slurm.conf the controller's agent applied
+  /// (Node::slurm_conf_nodes, what the controller-first gate reads), when they changed.
+  Status recordApplied(const Caller& caller, const std::vector<std::string>& names);
   void log(const Caller& caller, std::vector<LogLine> lines);
   void touch(const std::string& instance_id);
 
@@ -125,6 +125,7 @@ class AgentService {
   IdSource& ids_;
   const Options options_;
   ProvisioningParameters params_;
+  NodeFilesCache files_;  ///< every cluster's node files, kept between heartbeats
 
   mutable std::mutex mu_;  ///< guards slurm_jobs_handler_
   SlurmJobsHandler slurm_jobs_handler_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "fakes/fake_clock.h"
 #include "hyperfleet/agentapi/agent_service.h"
@@ -220,6 +221,61 @@ TEST_F(AgentServiceTest, RegisterHandsOutTheNodeContractAndTheLifecyclePlan) {
   hb = json::parse(call("POST", "/agent/v1/heartbeat", {{"files_revision", 1}}).body);
   EXPECT_TRUE(hb.contains("files"));
   EXPECT_EQ(cache_->lastSeen().count("i-00000000000000002"), 1u);
+}
+
+TEST_F(AgentServiceTest, AHeartbeatHoldingOldFilesGetsEveryChangeOfTheCluster) {
+  // The files are kept between heartbeats (NodeFilesCache): every write to the cluster's
+  // records reaches the next heartbeat of every node, the controller's slurm.conf included.
+  auto files_of = [&](const std::string& id, json& revision) {
+    json hb = json::parse(
+        call("POST", "/agent/v1/heartbeat", {{"files_revision", revision}}, id).body);
+    std::map<std::string, std::string> out;
+    for (const auto& f : hb.value("files", json::array())) out[f["path"]] = f["content"];
+    revision = hb["files_revision"];
+    return out;
+  };
+  const std::string ctl = "i-00000000000000001", worker = "i-00000000000000003";
+  json ctl_rev = 1, worker_rev = 1;
+  ASSERT_FALSE(files_of(ctl, ctl_rev).empty());
+  ASSERT_FALSE(files_of(worker, worker_rev).empty());
+  EXPECT_TRUE(files_of(worker, worker_rev).empty());  // held: nothing sent
+  auto write = [&](model::Node n, bool create, bool erase = false) {
+    store::WriteBatch b;
+    b.nodes.push_back({n, create ? store::kMustNotExist : n.revision, erase});
+    ASSERT_TRUE(store_->commit(b).ok());
+  };
+  // A node added.
+  model::Node added = *store_->node("abcdefabcdef", "i-00000000000000002");
+  added.instance_id = "i-00000000000000009";
+  added.private_ip = "10.224.0.9";
+  added.hostname = "ip-10-224-0-9";
+  write(added, true);
+  auto w = files_of(worker, worker_rev);
+  EXPECT_NE(w["/opt/ml/config/resource_config.json"].find("i-00000000000000009"),
+            std::string::npos);
+  auto c = files_of(ctl, ctl_rev);
+  EXPECT_NE(c["/opt/slurm/etc/slurm.conf"].find("NodeAddr=10.224.0.9"), std::string::npos);
+  // Readdressed.
+  added = *store_->node("abcdefabcdef", "i-00000000000000009");
+  added.private_ip = "10.224.0.19";
+  write(added, false);
+  c = files_of(ctl, ctl_rev);
+  EXPECT_NE(c["/opt/slurm/etc/slurm.conf"].find("NodeAddr=10.224.0.19"), std::string::npos);
+  EXPECT_EQ(c["/opt/slurm/etc/slurm.conf"].find("NodeAddr=10.224.0.9 "), std::string::npos);
+  // Erased.
+  write(*store_->node("abcdefabcdef", "i-00000000000000009"), false, true);
+  w = files_of(worker, worker_rev);
+  ASSERT_TRUE(w.count("/opt/ml/config/resource_config.json"));
+  EXPECT_EQ(w["/opt/ml/config/resource_config.json"].find("i-00000000000000009"),
+            std::string::npos);
+  c = files_of(ctl, ctl_rev);
+  EXPECT_EQ(c["/opt/slurm/etc/slurm.conf"].find("10.224.0.19"), std::string::npos);
+  // A write that changes none of the files sends nothing.
+  model::Node same = *store_->node("abcdefabcdef", worker);
+  same.lifecycle_state = ls::kStarted;
+  write(same, false);
+  EXPECT_TRUE(files_of(worker, worker_rev).empty());
+  EXPECT_TRUE(files_of(ctl, ctl_rev).empty());
 }
 
 TEST_F(AgentServiceTest, WorkersWaitForTheControllerAndASlurmConfNamingThem) {
