@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -18,10 +20,9 @@
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/common/strings.h"
-#include "hyperfleet/sim/chart.h"
 #include "hyperfleet/sim/fguf.h"
 #include "hyperfleet/sim/grid.h"
-#include "hyperfleet/sim/parametric_engine.h"
+#include "hyperfleet/sim/product/product_engine.h"
 #include "hyperfleet/sim/report.h"
 #include "hyperfleet/sim/strategy.h"
 #include "simulate_report.h"
@@ -137,6 +138,24 @@ sim::FgufParams BaseParams(const RawFlags& f) {
   return p;
 }
 
+/// The product engine as an EngineFn that says on stderr how far it is (a replication takes
+/// seconds): "hyperfleet simulate: product engine: replication 3 of 20 (...) in 4.1 s".
+sim::EngineFn ProductWithProgress(int total) {
+  auto done = std::make_shared<int>(0);
+  return [done, total](const sim::FgufParams& p, const sim::Strategy& s, int spares,
+                       uint64_t seed) {
+    auto start = std::chrono::steady_clock::now();
+    sim::RunResult result = sim::product::RunProduct(p, s, spares, seed);
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr,
+                 "hyperfleet simulate: product engine: replication %d of %d (N %d, %d spares, "
+                 "r_f %g, seed %llu) in %.1f s\n",
+                 ++*done, total, p.job_nodes, spares, p.rate_per_1000_node_days,
+                 static_cast<unsigned long long>(seed), took.count());
+    return result;
+  };
+}
+
 /// Checks the flags and turns them into a grid. `app` tells which flags were given.
 StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
   SimulateRun r;
@@ -145,14 +164,20 @@ StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
         absl::StrCat("--engine: '", f.engine, "' is not an engine (parametric or product)"));
   }
   r.engine = f.engine;
-  if (r.engine == "product") {
-    return absl::InvalidArgumentError(
-        "--engine product: the product engine is not available in this build yet; use "
-        "--engine parametric (docs/simulator.md)");
-  }
   HF_ASSIGN_OR_RETURN(r.spec.strategies, PickStrategies(f.strategies));
+  if (r.engine == "product") {
+    // The product engine runs Hyperfleet's own code: its strategy only.
+    if (app.count("--strategy") == 0) r.spec.strategies = {sim::HyperfleetStrategy()};
+    for (const auto& s : r.spec.strategies) {
+      if (s.id != "HF") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--strategy ", s.id, ": the product engine runs Hyperfleet's strategy (HF) only; "
+            "use --engine parametric for the others"));
+      }
+    }
+  }
   if (f.nodes < 1 || f.nodes > 100000) return OutOfRange("--nodes", "between 1 and 100000");
-  if (f.fleet < 0 || f.fleet > 200000) return OutOfRange("--fleet", "between 1 and 200000");
+  if (f.fleet < 0 || f.fleet > 200000) return OutOfRange("--fleet", "between 0 (auto) and 200000");
   if (!(f.days > 0 && f.days <= 3650)) return OutOfRange("--days", "above 0 and at most 3650");
   if (f.replications < 1 || f.replications > 10000) {
     return OutOfRange("--replications", "between 1 and 10000");
@@ -197,6 +222,11 @@ StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
   r.hard_mix = f.hard_mix;
   r.json = f.json;
   r.svg = f.svg;
+  if (r.engine == "product") {
+    int configs = static_cast<int>(r.spec.job_nodes.size() * r.spec.rates.size() *
+                                   r.spec.spares.size());
+    r.run_one = ProductWithProgress(configs * r.spec.seeds);
+  }
   return r;
 }
 

@@ -51,6 +51,7 @@ std::vector<sim::Aggregate> Sweep(const SimulateRun& r, const std::vector<sim::A
     for (double rate : rates) {
       for (int sp : spares) {
         const sim::Aggregate* a = Find(rows, s.id, nodes, rate, sp);
+        if (!a && r.engine == "product") continue;  // seconds a replication: chart what ran
         if (!a) {
           sim::GridSpec spec = r.spec;
           spec.job_nodes = {nodes};
@@ -89,7 +90,8 @@ std::string Thousands(long long v) {
 std::string RunHeadline(const SimulateRun& r) {
   const sim::GridSpec& s = r.spec;
   return absl::StrCat(
-      "FGUF-1, ", r.engine, " engine: ", Thousands(s.seeds), " replications of ",
+      "FGUF-1, ", r.engine, " engine: ", Thousands(s.seeds),
+      s.seeds == 1 ? " replication of " : " replications of ",
       Num(s.base.horizon_days), " days per configuration (seeds ", s.first_seed, "..",
       s.first_seed + static_cast<uint64_t>(s.seeds) - 1, "); fleet ",
       s.fleet_nodes > 0 ? Thousands(s.fleet_nodes) + " nodes"
@@ -219,7 +221,8 @@ std::string ChartsSvg(const SimulateRun& r, const std::vector<sim::Aggregate>& r
   auto by_spares = Sweep(r, rows, nodes, {rate}, spare_sweep);
   auto by_rate = Sweep(r, rows, nodes, rate_sweep, {spares});
   int fleet = sim::GridFleetNodes(r.spec, nodes, spare_sweep.empty() ? 0 : spare_sweep.back());
-  std::string common = absl::StrCat(Thousands(r.spec.seeds), " replications of ",
+  std::string common = absl::StrCat(Thousands(r.spec.seeds),
+                                    r.spec.seeds == 1 ? " replication of " : " replications of ",
                                     Num(r.spec.base.horizon_days), " days · lemons ",
                                     r.lemons ? "on" : "off", ", fail-slow ",
                                     r.fail_slow ? "on" : "off", " · ", r.engine,

@@ -49,8 +49,8 @@ std::string DetailTables(const std::vector<sim::Aggregate>& rows);
 
 /// The SVG of the two report charts: ETTR against spares (at the first --rate, else 3.8) and
 /// against failure rate (at the first --spares, else 16), at the largest N. Sweeps not given
-/// (a single value) are FGUF-1's; configurations missing from `rows` are run. Throws as
-/// sim::RunGrid.
+/// (a single value) are FGUF-1's; configurations missing from `rows` are run (parametric
+/// engine only: the product engine's charts show what ran). Throws as sim::RunGrid.
 std::string ChartsSvg(const SimulateRun& r, const std::vector<sim::Aggregate>& rows);
 
 }  // namespace hf::cli

@@ -132,6 +132,18 @@ class SimulateTest(unittest.TestCase):
                 self.assertIn(flag, p.stderr)
                 self.assertEqual(p.stdout, "")
 
+    def test_product_engine_runs_hyperfleets_strategy_only(self):
+        doc = self.run_json("--engine", "product", "--nodes", "16", "--spares", "2", "--days",
+                            "1", "--replications", "2")
+        self.assertEqual(doc["engine"], "product")
+        self.assertEqual([r["strategy"] for r in doc["results"]], ["HF"])
+        r = doc["results"][0]
+        self.assertEqual((r["job_nodes"], r["spares"], r["replications"]), (16, 2, 2))
+        self.assertTrue(0 < r["ettr"]["mean"] <= 1, r["ettr"])
+        p = simulate("--engine", "product", "--strategy", "B1,HF", *QUICK)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--strategy B1", p.stderr)
+
     def test_help(self):
         p = self.run_ok("--help")
         for flag in ("--engine", "--strategy", "--spares", "--rate", "--grid", "--svg"):
