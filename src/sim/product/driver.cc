@@ -68,7 +68,9 @@ void ProductEngine::Impl::drive(SystemTime end) {
       next_pass = interval >= std::chrono::hours(24 * 365)
                       ? SystemTime::max()
                       : FirstPassAtOrAfter(last_pass, interval, clock.now());
-      if (options.skip_passes && quiet && next_pass != SystemTime::max()) {
+      // Only worth a snapshot when no event comes first anyway.
+      if (options.skip_passes && quiet && next_pass != SystemTime::max() &&
+          events.next() > next_pass) {
         if (!decision) decision = decisionTime();
         next_pass = *decision ? FirstPassAtOrAfter(last_pass, interval,
                                                    std::max(**decision, next_pass))
@@ -80,10 +82,15 @@ void ProductEngine::Impl::drive(SystemTime end) {
       if (event_at > end) break;
       clock.set(event_at);
       EventQueue::Action action = events.pop();
+      const uint64_t before = WorldVersion(*this);
       action();
       ++counters.events;
-      quiet = false;
-      decision.reset();
+      // An event that changed nothing a snapshot holds (a repair ending in the pool, the
+      // job's own restart, a stale completion) leaves the quiet stretch as it was.
+      if (WorldVersion(*this) != before) {
+        quiet = false;
+        decision.reset();
+      }
       tryStart();
       continue;
     }

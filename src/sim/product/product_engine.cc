@@ -138,7 +138,7 @@ void ProductEngine::Impl::onFleetEvent(const FleetEvent& e) {
       if (running) {
         ledger.Stop(ToMin(*this, clock.now()), StopClass::kPlanned, Loss::kRestart);
         running = false;
-        for (const auto& h : allocated) agents->slurm()[h].allocated = false;
+        for (const auto& h : allocated) agents->setAllocated(h, false);
       }
       return;
     case EventKind::kFailSlowStart:
@@ -332,7 +332,7 @@ void ProductEngine::Impl::jobStop(StopClass cls, Loss phase) {
   running = false;
   restarting = false;
   ++restart_gen;
-  for (const auto& h : allocated) agents->slurm()[h].allocated = false;
+  for (const auto& h : allocated) agents->setAllocated(h, false);
 }
 
 void ProductEngine::Impl::onMarkedDown(const std::string& name) {
@@ -377,7 +377,7 @@ void ProductEngine::Impl::tryStart() {
 void ProductEngine::Impl::startJob() {
   running = true;
   ledger.Run(ToMin(*this, clock.now()));
-  for (const auto& h : allocated) agents->slurm()[h].allocated = true;
+  for (const auto& h : allocated) agents->setAllocated(h, true);
   updateSlowdown();
   if (strategy.straggler_evict_min < 0) return;
   const std::map<std::string, int> machine_of = machinesByHost();
@@ -402,7 +402,7 @@ void ProductEngine::Impl::evictStraggler(int m, const std::string& host) {
   ledger.Stop(ToMin(*this, clock.now()), StopClass::kPlanned, Loss::kFailSlow);
   running = false;
   ++restart_gen;
-  for (const auto& h : allocated) agents->slurm()[h].allocated = false;
+  for (const auto& h : allocated) agents->setAllocated(h, false);
   quarantined[m] = true;
   agents->userDown(host, "Action:Replace");
 }

@@ -109,6 +109,13 @@ void SimAgents::apply() {
   }
 }
 
+void SimAgents::setAllocated(const std::string& name, bool allocated) {
+  auto it = slurm_.find(name);
+  if (it == slurm_.end() || it->second.allocated == allocated) return;
+  it->second.allocated = allocated;
+  ++version_;
+}
+
 void SimAgents::userDown(const std::string& name, const std::string& reason) {
   SimSlurmNode& s = slurm_[name];
   s.down = true;

@@ -55,7 +55,9 @@ class SimAgents {
   /// The Slurm nodes that take work: not DOWN, and the instance answering for the name runs
   /// slurmd.
   std::set<std::string> upNodes() const;
-  std::map<std::string, SimSlurmNode>& slurm() { return slurm_; }
+  /// The training job runs on Slurm node `name` (or no longer).
+  void setAllocated(const std::string& name, bool allocated);
+  const std::map<std::string, SimSlurmNode>& slurm() const { return slurm_; }
   uint64_t version() const { return version_; }
 
  private:
