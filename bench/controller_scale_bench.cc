@@ -13,9 +13,12 @@
 //   write     the store's commit of one node's change (CAS), ms per write
 //   delete    DeleteCluster: each pass until the cluster is gone (terminate all, then erase)
 //   bulk      the first commit of all N node records, µs per node
-//   files     what the agent service does for every heartbeat of every node today: read
-//             every node record and build the node's files (AgentService::nodeFiles), for a
-//             worker and for the Slurm controller (slurm.conf); ms per heartbeat
+//   files     what the agent service does for a heartbeat (AgentService::nodeFiles: the
+//             caller's records, then NodeFilesCache::get): -w, -c of a worker and of the
+//             Slurm controller whose agent holds its files; after one node's write that
+//             changes the files, -r the first heartbeat (the controller's: what changed read,
+//             resource_config.json and slurm.conf built once for the cluster) and -n a
+//             worker's next (its files copied and hashed to be sent); ms per heartbeat
 //   kept      the heap a copy of the N records takes (what the controller keeps between
 //             passes of a cluster it watches), MiB
 // Times are medians of CPU time of this thread (the work itself) and wall time (which also
@@ -31,11 +34,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "hyperfleet/agentapi/node_contract.h"
+#include "hyperfleet/agentapi/node_files_cache.h"
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/control/cluster_plan.h"
 #include "hyperfleet/store/store.h"
@@ -241,29 +245,62 @@ class Bench {
     Row("load", nodes_, kind_, s);
   }
 
+  /// A heartbeat as the agent service answers it (AgentService::nodeFiles): the caller's
+  /// cluster and node records, then NodeFilesCache::get with the revision the agent holds.
   void Files() {
     const json params = {{"version", "1.0.0"},
                          {"workload_manager", "slurm"},
                          {"controller_group", "controller"},
                          {"worker_groups", json::array({{{"instance_group_name", "workers"},
                                                          {"partition_name", "dev"}}})}};
+    hf::agentapi::NodeFilesCache cache(*store_, clock_);
+    auto heartbeat = [&](const std::string& id, std::optional<int64_t> held) {
+      auto cluster = store_->clusterById("c1");
+      auto node = store_->node("c1", id);
+      if (!cluster.ok() || !node.ok()) std::abort();
+      auto r = cache.get(*cluster, *node, params, held);
+      if (!r.ok() || r->controller_group != "controller") std::abort();
+      return *std::move(r);
+    };
     const auto all = store_->nodes("c1");
     if (!all.ok()) std::abort();
-    for (const char* group : {"workers", "controller"}) {
-      const auto caller = std::find_if(all->begin(), all->end(),
-                                       [&](const auto& n) { return n.group == group; });
+    const std::string ctl = all->front().group == "controller" ? all->front().instance_id
+                                                               : all->back().instance_id;
+    const std::string worker = all->at(all->size() / 2).instance_id;
+    std::map<std::string, int64_t> held;
+    for (const std::string& id : {worker, ctl}) {
+      held[id] = heartbeat(id, std::nullopt).revision;
       std::vector<Sample> s;
       for (int k = 0; k < passes_; ++k) {
         s.push_back(Time([&] {
-          auto cluster = store_->clusterById("c1");
-          auto nodes = store_->nodes("c1");
-          if (!cluster.ok() || !nodes.ok()) std::abort();
-          auto files = hf::agentapi::BuildNodeFiles(*cluster, *caller, *nodes, params);
-          if (files.files.empty() || files.controller_group != "controller") std::abort();
+          if (!heartbeat(id, held[id]).files.empty()) std::abort();
         }));
       }
-      Row(group == std::string("workers") ? "files-w" : "files-c", nodes_, kind_, s);
+      Row(id == worker ? "files-w" : "files-c", nodes_, kind_, s);
     }
+    // A change to the files: a third worker readdressed, and back. The controller's heartbeat
+    // after it reads what changed and builds the shared texts (files-r); a worker's then
+    // copies and hashes its files, which it is sent (files-n).
+    const std::string moved = all->at(all->size() / 3).instance_id;
+    std::vector<Sample> refresh, rebuild;
+    for (int k = 0; k < 2 * passes_; ++k) {
+      auto n = store_->node("c1", moved);
+      if (!n.ok()) std::abort();
+      hf::store::WriteBatch b;
+      b.nodes.push_back({*n, n->revision});
+      const std::string ip = MapProvider::Ip(provider_.next_ip_ + 1000);
+      b.nodes.back().node.private_ip = k % 2 == 0 ? ip : provider_.at(moved).private_ip;
+      if (!store_->commit(b).ok()) std::abort();
+      for (const std::string& id : {ctl, worker}) {
+        (id == ctl ? refresh : rebuild).push_back(Time([&] {
+          auto r = heartbeat(id, held[id]);
+          if (r.files.empty()) std::abort();
+          held[id] = r.revision;
+        }));
+      }
+    }
+    Row("files-r", nodes_, kind_, refresh);
+    Row("files-n", nodes_, kind_, rebuild);
   }
 
   void Kept() {
