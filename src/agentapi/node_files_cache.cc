@@ -5,28 +5,6 @@
 #include <utility>
 
 namespace hf::agentapi {
-namespace {
-
-/// `kept` (the cluster's nodes as of an earlier revision) brought up to date with `changes`
-/// (Store::nodesChangedSince that revision), in nodes()'s order; nullopt when a node is
-/// neither kept nor changed (the kept copy missed a write: read everything again).
-std::optional<std::vector<model::Node>> Apply(const std::vector<model::Node>& kept,
-                                              store::NodeChanges& changes) {
-  std::unordered_map<std::string_view, const model::Node*> by_id;
-  by_id.reserve(kept.size() + changes.changed.size());
-  for (const auto& n : kept) by_id[n.instance_id] = &n;
-  for (const auto& n : changes.changed) by_id[n.instance_id] = &n;  // newer than kept
-  std::vector<model::Node> nodes;
-  nodes.reserve(changes.ids.size());
-  for (const std::string& id : changes.ids) {
-    auto it = by_id.find(id);
-    if (it == by_id.end()) return std::nullopt;
-    nodes.push_back(*it->second);
-  }
-  return nodes;
-}
-
-}  // namespace
 
 NodeFilesCache::NodeFilesCache(store::Store& store, const Clock& clock)
     : store_(store), clock_(clock) {}
@@ -57,8 +35,9 @@ Status NodeFilesCache::refresh(Entry& e, const model::Cluster& cluster) {
   auto snap = std::make_shared<Snapshot>();
   snap->revision = cluster.revision;
   snap->cluster = cluster;
-  static const std::vector<model::Node> kNone;
-  if (auto nodes = Apply(old != nullptr ? old->nodes : kNone, changes)) {
+  std::vector<model::Node> kept;
+  if (old != nullptr) kept = old->nodes;  // shared with heartbeats still using it
+  if (auto nodes = store::ApplyNodeChanges(std::move(kept), std::move(changes))) {
     snap->nodes = std::move(*nodes);
   } else {
     HF_ASSIGN_OR_RETURN(snap->nodes, store_.nodes(cluster.id));

@@ -78,21 +78,10 @@ StatusOr<std::vector<model::Node>> ClusterController::loadNodes(const model::Clu
   if (!kept.nodes.empty() && kept.revision == cluster.revision) return std::move(kept.nodes);
   const int64_t since = kept.nodes.empty() ? 0 : kept.revision;
   HF_ASSIGN_OR_RETURN(store::NodeChanges changes, store_.nodesChangedSince(cluster.id, since));
-  std::unordered_map<std::string_view, model::Node*> by_id;
-  by_id.reserve(kept.nodes.size() + changes.changed.size());
-  for (auto& n : kept.nodes) by_id[n.instance_id] = &n;
-  for (auto& n : changes.changed) by_id[n.instance_id] = &n;  // newer than the kept copy
-  std::vector<model::Node> nodes;
-  nodes.reserve(changes.ids.size());
-  for (const std::string& id : changes.ids) {
-    auto it = by_id.find(id);
-    if (it == by_id.end()) {
-      // Not kept and not changed since: the kept copy missed a write. Read everything.
-      return store_.nodes(cluster.id);
-    }
-    nodes.push_back(std::move(*it->second));
-  }
-  return nodes;
+  auto nodes = store::ApplyNodeChanges(std::move(kept.nodes), std::move(changes));
+  // Not kept and not changed since: the kept copy missed a write. Read everything.
+  if (!nodes) return store_.nodes(cluster.id);
+  return *std::move(nodes);
 }
 
 StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id) {

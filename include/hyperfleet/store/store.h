@@ -120,6 +120,12 @@ struct NodeChanges {
   std::vector<model::Node> changed;  ///< the full records written after the given revision
 };
 
+/// `kept` (a cluster's nodes as read at some revision) brought up to date with `changes`
+/// (Store::nodesChangedSince that revision), in nodes()' order; nullopt when a node is
+/// neither kept nor changed (the kept copy missed a write: read every node again).
+std::optional<std::vector<model::Node>> ApplyNodeChanges(std::vector<model::Node> kept,
+                                                         NodeChanges changes);
+
 /// The store. Thread-safe: any thread may read and commit.
 class Store {
  public:
