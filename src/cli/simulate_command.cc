@@ -54,7 +54,8 @@ void AddFlags(CLI::App& app, RawFlags& f) {
   app.add_option("--strategy", f.strategies,
                  "Strategy ids, comma-separated, or all: A0 manual ops, A0t manual tuned, A1 "
                  "Llama-3-like, B1 HyperPod classic, B1b HyperPod per AWS's cost blog, B2 "
-                 "HyperPod checkpointless, C the target, HF Hyperfleet as measured")
+                 "HyperPod checkpointless, C the target, HF0 Hyperfleet today (measured, nothing "
+                 "assumed it does not do), HF Hyperfleet planned (measured + C's targets)")
       ->delimiter(',');
   app.add_option("--nodes", f.nodes, "Nodes the training job needs (N)")->capture_default_str();
   app.add_option("--fleet", f.fleet,

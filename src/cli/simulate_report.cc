@@ -71,7 +71,8 @@ std::vector<sim::EttrObservation> Observations(const std::vector<sim::Aggregate>
   std::vector<sim::EttrObservation> out;
   for (const auto& a : rows) {
     out.push_back({a.label, by_spares ? static_cast<double>(a.spares) : a.rate_per_1000_node_days,
-                   a.ettr.mean, a.ettr.lo, a.ettr.hi, a.strategy_id == "HF"});
+                   a.ettr.mean, a.ettr.lo, a.ettr.hi,
+                   a.strategy_id == "HF" || a.strategy_id == "HF0"});
   }
   return out;
 }
@@ -131,7 +132,9 @@ std::vector<std::string> ModelAssumptions(const sim::FgufParams& p, bool hard_mi
   }
   out.push_back(absl::StrCat("repair pipeline: reboot ", Num(p.reboot.mean_min),
                              " min; parts repair lognormal, mean ", Num(p.repair.mean_min / 60),
-                             " h (median 24 h, p90 5 days; assumed)"));
+                             " h (median 24 h, p90 5 days; assumed); a quarantined node: "
+                             "diagnosis ", Num(p.quarantine_diagnosis.mean_min / 60),
+                             " h, parts repair, deep check, then back in service (assumed)"));
   return out;
 }
 
@@ -167,7 +170,10 @@ nlohmann::json ParamsJson(const SimulateRun& r) {
        {{"per_day", p.fail_slow_per_day},
         {"mean_min", p.fail_slow_duration.mean_min},
         {"factor", p.fail_slow_factor}}},
-      {"repair", {{"reboot_mean_min", p.reboot.mean_min}, {"repair_mean_min", p.repair.mean_min}}},
+      {"repair",
+       {{"reboot_mean_min", p.reboot.mean_min},
+        {"repair_mean_min", p.repair.mean_min},
+        {"quarantine_diagnosis_mean_min", p.quarantine_diagnosis.mean_min}}},
       {"cause_mix", r.hard_mix ? "hard" : "llama3"},
       {"causes", causes},
   };
@@ -193,19 +199,20 @@ std::string DetailTables(const std::vector<sim::Aggregate>& rows) {
   for (int c = 0; c < sim::kStopClassCount; ++c) {
     out += absl::StrFormat(" %7s", sim::ToString(static_cast<sim::StopClass>(c)));
   }
-  out += absl::StrFormat(" %9s %6s %8s %7s %7s\n", "no-spare", "human", "evicted", "lemons",
-                         "bad-ret");
+  out += absl::StrFormat(" %9s %6s %9s %9s %7s %7s\n", "no-spare", "human", "hang-over",
+                         "q-healthy", "lemons", "bad-ret");
   for (const auto& a : rows) {
     out += RowKey(a) + absl::StrFormat(" %6.1f %6.1f %6.1f", a.interruptions.mean,
                                        a.mttr_mean_min.mean, a.mttr_p95_min.mean);
     for (double m : a.mttr_by_class_min) out += absl::StrFormat(" %7.1f", m);
-    out += absl::StrFormat(" %9.1f %6.1f %8.1f %7.1f %7.1f\n", a.spare_exhaustions,
-                           a.human_interventions, a.false_positive_evictions,
+    out += absl::StrFormat(" %9.1f %6.1f %9.1f %9.1f %7.1f %7.1f\n", a.spare_exhaustions,
+                           a.human_interventions, a.hang_overevicted, a.healthy_quarantined,
                            a.lemons_quarantined, a.bad_returns);
   }
-  out += "(no-spare: a node was needed and no hot spare was left; evicted: healthy nodes taken "
-         "out, with a hang's suspects or quarantined as lemons; lemons: real lemons "
-         "quarantined; bad-ret: repaired nodes back still faulty)\n";
+  out += "(no-spare: a node was needed and no hot spare was left; hang-over: healthy nodes "
+         "evicted with a hang's suspects (hang_overevicted); q-healthy: quarantines of nodes "
+         "that are not lemons (healthy_quarantined); lemons: quarantines of real lemons; "
+         "bad-ret: repaired nodes back still faulty)\n";
   return out;
 }
 

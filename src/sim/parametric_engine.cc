@@ -172,13 +172,19 @@ bool ParametricRun::QuarantineIfLemon(int node, double t) {
   const auto recent = std::count_if(times.begin(), times.end(),
                                     [&](double x) { return x >= t - window; });
   if (recent < strategy_.quarantine_failures) return false;
-  where_[node] = Where::kQuarantined;
+  // The quarantine repair (FgufParams::quarantine_diagnosis): diagnosis, parts repair, deep
+  // check; the node comes back with a clean record (a lemon keeps its rate: caught again).
+  times.clear();
   process_.ClearBad(node);
   if (process_.traits(node).lemon) {
     ++result_.lemons_quarantined;
   } else {
-    ++result_.false_positive_evictions;
+    ++result_.healthy_quarantined;
   }
+  const double diagnosed = t + rng_.Sample(params_.quarantine_diagnosis);
+  const RepairOutcome out = process_.Repair(node, Remedy::kReplace, diagnosed,
+                                            strategy_.deep_check_min, strategy_.deep_check_catch);
+  returns_.push(Return{out.done_min, node, out.bad && !out.caught_by_check, out.caught_by_check});
   return true;
 }
 

@@ -127,7 +127,8 @@ Aggregate AggregateRuns(const std::vector<RunResult>& runs, const std::string& l
   for (const RunResult& r : runs) {
     a.spare_exhaustions += r.spare_exhaustions / n;
     a.human_interventions += r.human_interventions / n;
-    a.false_positive_evictions += r.false_positive_evictions / n;
+    a.hang_overevicted += r.false_positive_evictions / n;
+    a.healthy_quarantined += r.healthy_quarantined / n;
     a.lemons_quarantined += r.lemons_quarantined / n;
     a.bad_returns += r.bad_returns / n;
   }
@@ -163,7 +164,8 @@ nlohmann::json ToJson(const RunResult& r) {
           {"mttr_by_class_min", mttr},
           {"spare_exhaustions", r.spare_exhaustions},
           {"human_interventions", r.human_interventions},
-          {"false_positive_evictions", r.false_positive_evictions},
+          {"hang_overevicted", r.false_positive_evictions},
+          {"healthy_quarantined", r.healthy_quarantined},
           {"lemons_quarantined", r.lemons_quarantined},
           {"straggler_evictions", r.straggler_evictions},
           {"bad_returns", r.bad_returns},
@@ -197,7 +199,8 @@ nlohmann::json ToJson(const Aggregate& a) {
           {"mttr_by_class_min", mttr},
           {"spare_exhaustions", a.spare_exhaustions},
           {"human_interventions", a.human_interventions},
-          {"false_positive_evictions", a.false_positive_evictions},
+          {"hang_overevicted", a.hang_overevicted},
+          {"healthy_quarantined", a.healthy_quarantined},
           {"lemons_quarantined", a.lemons_quarantined},
           {"bad_returns", a.bad_returns},
           {"assumptions", a.assumptions}};

@@ -171,7 +171,7 @@ Strategy HyperfleetStrategy() {
   // 0.6 s, its replacement is idle 5.6 s later, the requeued job runs 10 s after detection.
   Strategy s = C();
   s.id = "HF";
-  s.label = "Hyperfleet";
+  s.label = "HF Hyperfleet planned";
   s.detect[kD1] = Fixed(0.6 * kSecond);
   s.swap = s.provision = Fixed(5.6 * kSecond);
   s.localize = Fixed(0);  // the health verdict names the node
@@ -187,15 +187,52 @@ Strategy HyperfleetStrategy() {
       "provision: measured on local nspawn nodes (a booted machine), not physical provisioning",
       "restart: 4.4 s measured (Slurm requeue) + 30 s application init and checkpoint load assumed",
       "checkpoint: the application's (0.5 s at Young's optimum, C's) assumed",
-      "quarantine_lemons: not done; C's (2 failures in 7 days) assumed",
+      "quarantine_lemons: not done; C's (2 failures in 7 days, then the quarantine repair) "
+      "assumed",
       "straggler_evict: not done; C's 10 min assumed",
       "deep_check: not done; C's 20 min, recall 0.8 assumed",
   };
   return s;
 }
 
+Strategy HyperfleetTodayStrategy() {
+  // HF's measured figures; where Hyperfleet does nothing yet, what happens without it.
+  Strategy s = HyperfleetStrategy();
+  s.id = "HF0";
+  s.label = "HF0 Hyperfleet today";
+  // The job's fabric faults (NIC, switch, cable) leave the node's agent heartbeating: the
+  // collective times out (PyTorch's NCCL watchdog, 10 min by default) and Slurm requeues.
+  // (A node whose host network dies is silent and is found after unresponsive_after, 10 s;
+  // FGUF-1's network causes are fabric faults, so D2 takes the collective timeout.)
+  s.detect[kD2] = Fixed(10);
+  s.detect[kD3] = Fixed(1 * kSecond);  // the job step exits; Slurm requeues (4.4 s, in restart)
+  s.detect[kD4] = Fixed(10);           // no hang detection: NCCL's watchdog kills the job
+  s.detect[kD5] = Fixed(4 * 60);       // SDC found as with HyperPod classic (B1): hours
+  s.hang_evict_nodes = 1;              // nothing evicts suspects
+  s.deep_check_min = 0;                // no deep checks: bad returns serve until they fail
+  s.deep_check_catch = 0;
+  s.quarantine_lemons = false;
+  s.straggler_evict_min = -1;
+  s.assumptions = {
+      "detect.D2: fabric faults (NIC, switch, cable) leave the agent heartbeating; found by "
+      "the collective timeout, NCCL's default 10 min (a node whose host network dies is "
+      "silent, found in 10 s, not separated here)",
+      "detect.D3: the job step's exit seen by Slurm in 1 s assumed; requeue 4.4 s measured",
+      "detect.D4: no hang detection; the job is killed by NCCL's 10-min watchdog and requeued",
+      "detect.D5: no SDC detection; found as with HyperPod classic, 4 h assumed",
+      "localize: 0 min; assumed that the requeued job's failure names the node for network "
+      "faults, hangs and SDC (no over-eviction)",
+      "provision: measured on local nspawn nodes (a booted machine), not physical provisioning",
+      "restart: 4.4 s measured (Slurm requeue) + 30 s application init and checkpoint load assumed",
+      "checkpoint: the application's (0.5 s at Young's optimum, C's) assumed",
+      "no lemon quarantine, no straggler eviction, no deep checks (not done by Hyperfleet)",
+  };
+  return s;
+}
+
 std::vector<Strategy> AllStrategies() {
   std::vector<Strategy> all = PublishedStrategies();
+  all.push_back(HyperfleetTodayStrategy());
   all.push_back(HyperfleetStrategy());
   return all;
 }

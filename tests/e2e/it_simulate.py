@@ -34,10 +34,14 @@ class SimulateTest(unittest.TestCase):
         return json.loads(self.run_ok("--json", *args).stdout)
 
     def test_table_lists_each_strategy_with_its_assumptions(self):
-        out = self.run_ok("--strategy", "B1,HF", *QUICK).stdout
+        out = self.run_ok("--strategy", "B1,HF0,HF", *QUICK).stdout
         self.assertIn("ETTR", out)
         self.assertIn("B1 HyperPod classic", out)
-        self.assertIn("Hyperfleet", out)
+        self.assertIn("HF0 Hyperfleet today", out)
+        self.assertIn("HF Hyperfleet planned", out)
+        self.assertIn("NCCL's 10-min watchdog", out)  # what happens today without Hyperfleet
+        for head in ("hang-over", "q-healthy", "lemons", "bad-ret"):  # the JSON's names, in short
+            self.assertIn(head, out)
         self.assertNotIn("A0 manual ops", out)
         self.assertIn("Model (FGUF-1", out)
         for topic in ("cause mix:", "lemons: 2 % of nodes", "fail-slow:", "repair pipeline:"):
@@ -55,15 +59,16 @@ class SimulateTest(unittest.TestCase):
         self.assertEqual(params["replications"], 3)
         self.assertEqual(params["cause_mix"], "llama3")
         ids = {r["strategy"] for r in doc["results"]}
-        self.assertEqual(ids, {"A0", "A0t", "A1", "B1", "B1b", "B2", "C", "HF"})
-        self.assertEqual(len(doc["results"]), 8 * 2 * 2)
+        self.assertEqual(ids, {"A0", "A0t", "A1", "B1", "B1b", "B2", "C", "HF0", "HF"})
+        self.assertEqual(len(doc["results"]), 9 * 2 * 2)
         for r in doc["results"]:
             e = r["ettr"]
             self.assertLessEqual(e["lo"], e["mean"])
             self.assertLessEqual(e["mean"], e["hi"])
             self.assertTrue(0 <= e["mean"] <= 1, r)
             self.assertEqual(r["replications"], 3)
-            for key in ("fleet_goodput", "loss_pct", "mttr_mean_min", "spare_exhaustions"):
+            for key in ("fleet_goodput", "loss_pct", "mttr_mean_min", "spare_exhaustions",
+                        "hang_overevicted", "healthy_quarantined", "lemons_quarantined"):
                 self.assertIn(key, r)
 
     def test_same_seed_same_numbers(self):
@@ -101,7 +106,7 @@ class SimulateTest(unittest.TestCase):
                 series = [g for g in chart.iter(SVG + "g") if g.get("class") == "series"]
                 self.assertEqual([g.get("data-name") for g in series],
                                  ["B1 HyperPod classic", "B2 HyperPod checkpointless",
-                                  "Hyperfleet"])
+                                  "HF Hyperfleet planned"])
                 for g in series:  # the default sweeps: 6 spare counts, 5 failure rates
                     points = g.find(SVG + "polyline").get("points").split()
                     self.assertIn(len(points), (5, 6))

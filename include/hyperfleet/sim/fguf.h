@@ -119,6 +119,13 @@ struct FgufParams {
   /// Repair (replace a part): lognormal median 24 h, p90 5 days (assumption; a Delta DBE
   /// took 19 h, Cui et al. [arXiv 2503.11901]).
   Dist repair = Dist::MedianP90(24 * 60.0, 5 * 24 * 60.0);
+  /// Lemon quarantine's repair: a quarantined node is diagnosed (this long, assumed 24 h),
+  /// then gets a parts repair (`repair`) and the strategy's deep check, and comes back with
+  /// a clean record. A healthy node caught by bad luck returns to service; a real lemon stays
+  /// a lemon (assumed: its intermittent fault is not found) and is caught again. Fleets send
+  /// quarantined nodes to repair rather than retire them (Kokolis et al. remove lemons for
+  /// repair [arXiv 2410.21680]); the durations are assumptions.
+  Dist quarantine_diagnosis{24 * 60.0, 0.0};
 
   std::vector<CauseSpec> causes = Llama3CauseMix();
 

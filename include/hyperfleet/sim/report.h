@@ -38,8 +38,11 @@ struct RunResult {
   std::array<int, kStopClassCount> interruptions_by_class{};
   int spare_exhaustions = 0;     ///< a node was needed and no hot spare was left
   int human_interventions = 0;
-  int false_positive_evictions = 0;  ///< healthy nodes evicted (hang over-eviction)
-  int lemons_quarantined = 0;
+  /// Healthy nodes evicted with a hang's suspects (over-eviction). JSON "hang_overevicted";
+  /// the member keeps its old name because the product engine sets it.
+  int false_positive_evictions = 0;
+  int healthy_quarantined = 0;   ///< quarantines of nodes that are not lemons (bad luck)
+  int lemons_quarantined = 0;    ///< quarantines of real lemons (a lemon may be caught again)
   int straggler_evictions = 0;   ///< persistently slow nodes swapped out of the job
   int bad_returns = 0;           ///< repaired nodes that came back still faulty into service
   int correlated_events = 0;
@@ -78,7 +81,8 @@ struct Aggregate {
   std::array<double, kStopClassCount> mttr_by_class_min{};  ///< mean over runs having that class
   double spare_exhaustions = 0;        ///< means per run
   double human_interventions = 0;
-  double false_positive_evictions = 0;
+  double hang_overevicted = 0;     ///< RunResult::false_positive_evictions
+  double healthy_quarantined = 0;
   double lemons_quarantined = 0;
   double bad_returns = 0;
   std::vector<std::string> assumptions;

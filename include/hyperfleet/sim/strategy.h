@@ -18,7 +18,7 @@ enum class IntervalRule {
 
 /// One recovery strategy. Latencies are Dists in minutes; `detect` is indexed by DetectClass.
 struct Strategy {
-  std::string id;     ///< short, ASCII: "A0", "A0t", "A1", "B1", "B1b", "B2", "C", "HF"
+  std::string id;     ///< short, ASCII: "A0", "A0t", "A1", "B1", "B1b", "B2", "C", "HF0", "HF"
   std::string label;  ///< for tables: "A0 manual ops", "B2 HyperPod checkpointless", ...
 
   std::array<Dist, kDetectClassCount> detect{};  ///< fault → job stopped and noticed
@@ -41,7 +41,8 @@ struct Strategy {
   double persist_window_min = 0;
 
   /// Lemon quarantine: a node with `quarantine_failures` failures within
-  /// `quarantine_window_days` is taken out of service for good.
+  /// `quarantine_window_days` is taken out of service for the quarantine repair
+  /// (FgufParams::quarantine_diagnosis, then a parts repair and the deep check).
   bool quarantine_lemons = false;
   int quarantine_failures = 2;
   double quarantine_window_days = 7;
@@ -66,14 +67,22 @@ struct Strategy {
 /// to about 210, 120, 10, 25, 40, 2 and 1 min; each value's source is beside it in strategy.cc.
 std::vector<Strategy> PublishedStrategies();
 
-/// Hyperfleet as measured on real local nodes (bench/resiliency_bench.py, bench/README.md):
+/// Hyperfleet with its planned features ("HF", targets): as measured on real local nodes
+/// (bench/resiliency_bench.py, bench/README.md):
 /// dead node detected in 0.6 s, replacement idle 5.6 s, job running again 10 s after
 /// detection. What Hyperfleet does not do yet (hang and SDC detection, network fault
 /// detection, lemon quarantine, straggler eviction, deep health checks) and the application's
 /// checkpointing are taken from C / B1 and listed in `assumptions`.
 Strategy HyperfleetStrategy();
 
-/// PublishedStrategies() followed by HyperfleetStrategy().
+/// Hyperfleet as it is today ("HF0"): the measured figures above, and where Hyperfleet does
+/// nothing yet, what happens without it: no lemon quarantine, straggler eviction or deep
+/// checks; a hang or a fabric fault that leaves the node's agent talking ends only when the
+/// application's collective timeout kills the job (NCCL's 10-min watchdog, then Slurm's
+/// requeue); silent data corruption found as with HyperPod classic (4 h).
+Strategy HyperfleetTodayStrategy();
+
+/// PublishedStrategies() followed by HyperfleetTodayStrategy() and HyperfleetStrategy().
 std::vector<Strategy> AllStrategies();
 
 /// The strategy with this id from AllStrategies(); nullptr if none.

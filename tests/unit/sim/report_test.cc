@@ -31,13 +31,24 @@ TEST(ReportTest, AggregateJsonAndTable) {
   const Aggregate& a = rows[0];
   EXPECT_EQ(a.replications, 3);
   EXPECT_EQ(a.fleet_nodes, 2048);
-  EXPECT_EQ(a.label, "Hyperfleet");
+  EXPECT_EQ(a.label, "HF Hyperfleet planned");
   EXPECT_LE(a.ettr.lo, a.ettr.mean);
   EXPECT_GE(a.ettr.hi, a.ettr.mean);
   const nlohmann::json j = ToJson(a);
   EXPECT_EQ(j["strategy"], "HF");
   EXPECT_TRUE(j["loss_pct"].contains("rework"));
   EXPECT_TRUE(j["mttr_by_class_min"].contains("D4"));
+  // The two kinds of healthy nodes taken out, apart (a hang's suspects, quarantined).
+  EXPECT_TRUE(j.contains("hang_overevicted"));
+  EXPECT_TRUE(j.contains("healthy_quarantined"));
+  EXPECT_FALSE(j.contains("false_positive_evictions"));
+  EXPECT_GT(j["hang_overevicted"].get<double>() + j["healthy_quarantined"].get<double>(), 0);
+  RunResult r;
+  r.false_positive_evictions = 3;
+  r.healthy_quarantined = 5;
+  const nlohmann::json rj = ToJson(r);
+  EXPECT_EQ(rj["hang_overevicted"], 3);
+  EXPECT_EQ(rj["healthy_quarantined"], 5);
   EXPECT_FALSE(j["assumptions"].empty());
   const std::string table = FormatTable(rows);
   EXPECT_NE(table.find("Hyperfleet"), std::string::npos);
