@@ -107,7 +107,9 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
   const size_t node_count = snap.nodes.size();
   // Kept as read (the plan's writes are read back as changes next time), only for a
   // cluster looked at again soon: a settled one would hold them for nothing.
-  if (RequeueAfter(plan, options_.active_interval, options_.liveness_interval)) {
+  const bool keep = RequeueAfter(plan, options_.active_interval, options_.liveness_interval)
+                        .has_value();
+  if (keep) {
     kept_nodes_[cluster_id] = {snap.cluster.revision, std::move(snap.nodes)};
   }
   if (!plan.writes.empty()) {
@@ -147,9 +149,10 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
       last = now;
     }
   }
-  // A pass over a large cluster allocates its whole snapshot; hand that memory back to the
-  // system instead of keeping it as free heap for the server's lifetime.
-  if (node_count >= 1000) malloc_trim(0);
+  // A pass over a large cluster that settles allocated its whole snapshot; hand that memory
+  // back to the system instead of keeping it as free heap for the server's lifetime. A
+  // cluster looked at again soon reuses it (and trimming every pass costs as much as a plan).
+  if (node_count >= 1000 && !keep) malloc_trim(0);
   return plan;
 }
 

@@ -114,6 +114,12 @@ struct ClusterPlan {
 ///    reason, and returned to service (resume) once its instance is up again.
 ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids);
 
+/// When the agent_start_timeout of a booted node (record `node`, instance `observed`) starts:
+/// its boot, or its launch when the provider gives no boot time. Not the launch alone: a
+/// launch may wait long for capacity (a machine pool) before the instance boots.
+SystemTime AgentStartCountedFrom(const model::Node& node,
+                                 const provider::InstanceObservation& observed);
+
 /// When to look at the cluster again after carrying out `plan` (controller-runtime's
 /// Result.RequeueAfter): after `active` while something is in flight, after `liveness`
 /// while settled nodes' agents must be watched for silence; nullopt: at the next resync.

@@ -1,5 +1,6 @@
 // Observe: what the provider reports, reflected into the node records (passive transitions;
 // docs/state-machines.md "Instance").
+#include <algorithm>
 #include <string_view>
 #include <unordered_set>
 
@@ -26,8 +27,8 @@ void ObserveUnreported(Work& w, size_t i) {
   }
 }
 
-/// Record `i`, whose instance the provider reports running.
-void ObserveRunning(Work& w, size_t i) {
+/// Record `i`, whose instance the provider reports running (`o`).
+void ObserveRunning(Work& w, size_t i, const provider::InstanceObservation& o) {
   const model::Node& n = w.nodes[i];
   if (n.recovery) return;  // Recover() decides
   if (w.snap.lifecycle_by_agent && n.status == is::kPending) {
@@ -37,7 +38,8 @@ void ObserveRunning(Work& w, size_t i) {
       return;
     }
     if (n.lifecycle_state != model::lifecycle_state::kSucceeded) {
-      if (n.lifecycle_state.empty() && w.now - n.launch_time > w.snap.agent_start_timeout) {
+      if (n.lifecycle_state.empty() &&
+          w.now - AgentStartCountedFrom(n, o) > w.snap.agent_start_timeout) {
         FailNode(w, i,
                  absl::StrCat("The instance booted but its node agent did not start the "
                               "lifecycle scripts within ",
@@ -55,6 +57,18 @@ void ObserveRunning(Work& w, size_t i) {
 }
 
 }  // namespace
+}  // namespace hf::control::plan
+
+namespace hf::control {
+
+SystemTime AgentStartCountedFrom(const model::Node& node,
+                                 const provider::InstanceObservation& observed) {
+  return std::max(node.launch_time, observed.boot_time);
+}
+
+}  // namespace hf::control
+
+namespace hf::control::plan {
 
 void Observe(Work& w) {
   for (size_t i = 0; i < w.nodes.size(); ++i) {
@@ -80,7 +94,7 @@ void Observe(Work& w) {
       case InstanceState::kPending:
         break;
       case InstanceState::kRunning:
-        ObserveRunning(w, i);
+        ObserveRunning(w, i, *o);
         break;
       case InstanceState::kFailed:
         if (n.recovery) break;  // Recover() decides (a hard reboot brings it back)

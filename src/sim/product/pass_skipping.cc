@@ -28,7 +28,9 @@ std::optional<SystemTime> NextDecisionTime(const control::ClusterSnapshot& snaps
         consider(last + policy.unresponsive_after);
       }
     }
-    if (n.lifecycle_state.empty()) consider(n.launch_time + snapshot.agent_start_timeout);
+    if (n.lifecycle_state.empty() && o != observed.end()) {
+      consider(control::AgentStartCountedFrom(n, *o->second) + snapshot.agent_start_timeout);
+    }
     if (const auto& started = n.recovery_progress.started_at) {
       consider(n.recovery_progress.asked_at.value_or(*started) + kRebootRetryAfter);
       consider(*started + snapshot.reboot_timeout);

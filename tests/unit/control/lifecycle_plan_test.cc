@@ -136,6 +136,19 @@ TEST(LifecyclePlan, AnAgentThatNeverStartsFailsTheNodeAfterTheTimeout) {
       << f.written()->message;
 }
 
+// A launch that waited for capacity (a machine pool) boots long after its record's launch
+// time: the agent's time to start the scripts counts from the boot.
+TEST(LifecyclePlan, TheAgentStartTimeoutCountsFromTheBootNotTheLaunch) {
+  Fixture f;
+  f.snap.instances[0].boot_time = f.t0 + std::chrono::hours(19);
+  f.run(std::chrono::hours(19) + std::chrono::seconds(30));
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kPending) << f.written()->message;
+  f.run(std::chrono::hours(19) + std::chrono::seconds(61));
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kFailure);
+}
+
 TEST(LifecyclePlan, AnAgentWaitingForTheControllerIsNotTimedOut) {
   Fixture f;
   f.snap.nodes[0].lifecycle_state = model::lifecycle_state::kWaiting;

@@ -38,7 +38,8 @@ inline constexpr Duration kRebootRetryAfter = std::chrono::seconds(30);
 ///  - health.cc FindFault, MassSilence: silence, now - LastHeard > unresponsive_after, where
 ///    LastHeard is the latest of launch, recovery, listening_since, boot and last heartbeat;
 ///    a node heard at `now` is heartbeating and has no such instant;
-///  - observe.cc ObserveRunning: now - launch_time > agent_start_timeout (no script started);
+///  - observe.cc ObserveRunning: now - AgentStartCountedFrom (the boot) >
+///    agent_start_timeout (no script started);
 ///  - recovery.cc FollowReboot: now - asked_at > 30 s (power cycle), now - started_at >
 ///    reboot_timeout (failed);
 ///  - health.cc RetryFailedReplacement: now >= fault.retry_at.

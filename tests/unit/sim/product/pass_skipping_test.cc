@@ -55,7 +55,7 @@ TEST(NextDecisionTime, AgentStartRebootAndRetryTimers) {
     return NextDecisionTime(s, now);
   };
   s.nodes[0].lifecycle_state.clear();
-  EXPECT_EQ(at(100), kT0 + seconds(300));  // agent_start_timeout, 5 min after the launch
+  EXPECT_EQ(at(100), kT0 + seconds(302));  // agent_start_timeout, 5 min after the boot
   s.nodes[0].lifecycle_state = model::lifecycle_state::kStarted;
   EXPECT_EQ(at(1000), std::nullopt);
   s.nodes[0].recovery_progress.started_at = kT0 + seconds(990);
