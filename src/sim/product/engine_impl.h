@@ -117,7 +117,12 @@ struct ProductEngine::Impl {
   void updateSlowdown();
   /// The strategy's assumed straggler eviction of slow machine `m` on Slurm node `host`.
   void evictStraggler(int m, const std::string& host);
-  bool quarantineIfLemon(int m);
+  /// Machine `m` failed and is out of service: the pool's policy sends it to repair or, by
+  /// the lemon rule, to quarantine.
+  void outOfService(int m);
+  /// The quarantine repair (FgufParams::quarantine_diagnosis, parts repair, deep check), then
+  /// the operator returns machine `m` to the pool.
+  void quarantine(int m);
   int machineOf(const std::string& host) const;
   /// Slurm node name -> machine of the instance answering for it (the newest booted).
   std::map<std::string, int> machinesByHost() const;
@@ -143,7 +148,7 @@ struct ProductEngine::Impl {
   SequentialIdSource ids;
   std::unique_ptr<store::Store> sqlite;
   std::unique_ptr<CountingStore> store;
-  FifoMachinePool pool;
+  PolicyMachinePool pool;
   SimRng rng;
   std::unique_ptr<SimProvider> provider;
   std::unique_ptr<SimAgents> agents;
@@ -161,8 +166,8 @@ struct ProductEngine::Impl {
   /// Machines taken out of service for good (lemons, evicted stragglers: the strategy's
   /// assumptions), and each machine's fault times (minutes) for the lemon rule.
   std::vector<bool> quarantined;
-  std::vector<std::vector<double>> fault_times;
   int lemons_quarantined = 0;
+  int healthy_quarantined = 0;
   int straggler_evictions = 0;
   int false_positive_evictions = 0;
   int human_interventions = 0;

@@ -19,10 +19,15 @@ constexpr const char* kWorkerGroup = "workers";
 /// The instant the simulated world starts (2026-01-01T00:00:00Z), as the tests' FakeClock.
 const SystemTime kStart = SystemTime(std::chrono::seconds(1767225600));
 
-model::InstanceGroup Group(const std::string& name, int count) {
+/// The groups' instance types: the pool grants each launch a machine of its type, so the
+/// controller's machine (outside the failure process) serves the controller group only.
+constexpr const char* kControllerType = "ml.m5.12xlarge";
+constexpr const char* kWorkerType = "ml.p5.48xlarge";
+
+model::InstanceGroup Group(const std::string& name, const std::string& type, int count) {
   model::InstanceGroup g;
   g.name = name;
-  g.instance_type = "ml.p5.48xlarge";
+  g.instance_type = type;
   g.target_count = count;
   g.spec = {{"InstanceGroupName", name}, {"InstanceType", g.instance_type},
             {"InstanceCount", count},
@@ -44,12 +49,22 @@ CheckpointPolicy PolicyFor(const Strategy& s, double tau) {
   return p;
 }
 
+/// The pool's policy for a strategy: its lemon rule (none when it quarantines no lemons); no
+/// hot spares at the pool level (the cluster's spare nodes are the strategy's).
+pool::PoolPolicy PoolPolicyFor(const Strategy& s) {
+  pool::PoolPolicy p;
+  p.lemon_failures = s.quarantine_lemons ? s.quarantine_failures : 0;
+  p.lemon_window = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double, std::ratio<86400>>(s.quarantine_window_days));
+  return p;
+}
+
 }  // namespace
 
 ProductEngine::Impl::Impl(const FgufParams& p, const Strategy& s, int sp, uint64_t sd,
                           ProductOptions o)
     : params(p), strategy(s), spares(sp), seed(sd), options(std::move(o)), clock(kStart),
-      ids(static_cast<unsigned>(sd)), rng(SimRng::StreamSeed(sd, kStreamEngine, 0)),
+      ids(static_cast<unsigned>(sd)), pool(clock, PoolPolicyFor(s)), rng(SimRng::StreamSeed(sd, kStreamEngine, 0)),
       process(p, sd), ledger(PolicyFor(s, TauFor(p, s))), tau(TauFor(p, s)) {
   if (p.job_nodes <= 0 || sp < 0 || p.job_nodes + sp > p.fleet_nodes) {
     throw std::invalid_argument("job_nodes + spares must be positive and at most fleet_nodes");
@@ -59,9 +74,8 @@ ProductEngine::Impl::Impl(const FgufParams& p, const Strategy& s, int sp, uint64
   controller_machine = p.fleet_nodes;
   machine_fault.resize(static_cast<size_t>(p.fleet_nodes) + 1);
   quarantined.resize(static_cast<size_t>(p.fleet_nodes) + 1, false);
-  fault_times.resize(static_cast<size_t>(p.fleet_nodes) + 1);
-  pool.release(controller_machine);  // the controller group launches first
-  for (int m = 0; m < p.fleet_nodes; ++m) pool.release(m);
+  pool.add(0, p.fleet_nodes, kWorkerType);
+  pool.add(controller_machine, 1, kControllerType);
   SimProvider::Hooks ph;
   ph.booted = [this](const std::string& id) { onBooted(id, false); };
   ph.rebooted = [this](const std::string& id) { onBooted(id, true); };
@@ -94,7 +108,8 @@ Status ProductEngine::Impl::createCluster() {
   c.creation_time = clock.now();
   c.spec = {{"Orchestrator", {{"Slurm", {{"SlurmConfigStrategy", "Managed"}}}}},
             {"NodeRecovery", "Automatic"}};
-  c.groups = {Group(kControllerGroup, 1), Group(kWorkerGroup, params.job_nodes + spares)};
+  c.groups = {Group(kControllerGroup, kControllerType, 1),
+              Group(kWorkerGroup, kWorkerType, params.job_nodes + spares)};
   store::WriteBatch b;
   b.clusters.push_back({c, store::kMustNotExist, false});
   HF_RETURN_IF_ERROR(store->commit(b).status());
@@ -183,10 +198,9 @@ void ProductEngine::Impl::onFleetEvent(const FleetEvent& e) {
 void ProductEngine::Impl::faultMachine(int m, const FleetEvent& e) {
   if (machine_fault[m] || quarantined[m]) return;  // already broken, or out for good
   process.ClearBad(m);
-  fault_times[m].push_back(ToMin(*this, clock.now()));
-  if (pool.remove(m)) {  // idle in the pool: found by its next check, repaired
+  if (pool.idle(m)) {  // idle in the pool: found by its next check
     machine_fault[m] = e;
-    startRepair(m);
+    outOfService(m);
     return;
   }
   const std::string id = provider->onMachine(m);
@@ -268,22 +282,43 @@ void ProductEngine::Impl::onBooted(const std::string& id, bool reboot) {
   if (!reboot) agents->startLifecycle(id);
 }
 
-bool ProductEngine::Impl::quarantineIfLemon(int m) {
-  if (!strategy.quarantine_lemons) return false;
-  const double now = ToMin(*this, clock.now());
-  int recent = 0;
-  for (double t : fault_times[m]) recent += now - t <= strategy.quarantine_window_days * kMinutesPerDay;
-  if (recent < strategy.quarantine_failures) return false;
+void ProductEngine::Impl::outOfService(int m) {
+  const FleetEvent& e = *machine_fault[m];
+  const bool reboot = e.remedy == Remedy::kReboot;  // as startRepair
+  if (pool.fault(m, std::string(ToString(e.cause)), reboot) ==
+      PolicyMachinePool::Fault::kQuarantine) {
+    quarantine(m);
+  } else {
+    startRepair(m);
+  }
+}
+
+void ProductEngine::Impl::quarantine(int m) {
   quarantined[m] = true;
-  ++lemons_quarantined;
-  return true;
+  ++(process.traits(m).lemon ? lemons_quarantined : healthy_quarantined);
+  const double now = std::max(0.0, ToMin(*this, clock.now()));
+  const double diagnosed = now + rng.Sample(params.quarantine_diagnosis);
+  RepairOutcome out = process.Repair(m, Remedy::kReplace, diagnosed, strategy.deep_check_min,
+                                     strategy.deep_check_catch);
+  for (int k = 0; k < 8 && out.caught_by_check; ++k) {
+    out = process.Repair(m, Remedy::kReplace, out.done_min, strategy.deep_check_min,
+                         strategy.deep_check_catch);
+  }
+  events.schedule(origin + Minutes(out.done_min), [this, m, bad = out.bad] {
+    quarantined[m] = false;
+    machine_fault[m].reset();
+    if (bad) {
+      process.ReturnBad(m, ToMin(*this, clock.now()));
+      if (repump) repump();
+    }
+    provider->machineFree(m);  // the operator's return, through the pool's return check
+  });
 }
 
 void ProductEngine::Impl::onGone(int machine) {
   if (machine < 0 || quarantined[machine]) return;  // out of service for good
-  if (machine_fault[machine] && quarantineIfLemon(machine)) return;
   if (machine_fault[machine]) {
-    startRepair(machine);
+    outOfService(machine);
   } else {
     provider->machineFree(machine);
   }
@@ -432,6 +467,7 @@ RunResult ProductEngine::Impl::result() {
   r.assumptions = strategy.assumptions;
   r.spare_exhaustions = counters.spare_exhaustions;
   r.lemons_quarantined = lemons_quarantined;
+  r.healthy_quarantined = healthy_quarantined;
   r.straggler_evictions = straggler_evictions;
   r.false_positive_evictions = false_positive_evictions;
   r.human_interventions = human_interventions;

@@ -8,21 +8,7 @@ namespace hf::sim::product {
 
 using provider::InstanceState;
 
-std::optional<int> FifoMachinePool::acquire() {
-  if (free_.empty()) return std::nullopt;
-  int m = free_.front();
-  free_.pop_front();
-  return m;
-}
-
-bool FifoMachinePool::remove(int m) {
-  auto it = std::find(free_.begin(), free_.end(), m);
-  if (it == free_.end()) return false;
-  free_.erase(it);
-  return true;
-}
-
-SimProvider::SimProvider(SimClock& clock, EventQueue& events, MachinePool& pool,
+SimProvider::SimProvider(SimClock& clock, EventQueue& events, PolicyMachinePool& pool,
                          const ProductLatencies& latencies, SimRng rng, Hooks hooks)
     : clock_(clock), events_(events), pool_(pool), latencies_(latencies), rng_(rng),
       hooks_(std::move(hooks)) {}
@@ -62,7 +48,7 @@ Status SimProvider::launch(const provider::InstanceSpec& spec) {
 }
 
 void SimProvider::place(SimInstance& i) {
-  std::optional<int> m = pool_.acquire();
+  std::optional<int> m = pool_.acquire(i.spec.instance_id, i.spec.instance_type);
   if (!m) {
     waiting_.push_back(i.spec.instance_id);
     if (hooks_.exhausted) hooks_.exhausted();
@@ -86,11 +72,16 @@ void SimProvider::place(SimInstance& i) {
 
 void SimProvider::machineFree(int machine) {
   pool_.release(machine);
-  while (!waiting_.empty() && pool_.free_count() > 0) {
-    std::string id = waiting_.front();
-    waiting_.pop_front();
+  std::deque<std::string> waiting;
+  waiting.swap(waiting_);
+  for (const std::string& id : waiting) {  // in launch order, each for its instance type
     SimInstance* i = get(id);
-    if (i && i->state == InstanceState::kPending && i->machine < 0) place(*i);
+    if (!i || i->state != InstanceState::kPending || i->machine >= 0) continue;
+    if (pool_.free_count(i->spec.instance_type) > 0) {
+      place(*i);
+    } else {
+      waiting_.push_back(id);
+    }
   }
 }
 

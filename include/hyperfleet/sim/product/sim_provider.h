@@ -15,35 +15,10 @@
 #include "hyperfleet/provider/provider.h"
 #include "hyperfleet/sim/failure_process.h"
 #include "hyperfleet/sim/product/latencies.h"
+#include "hyperfleet/sim/product/policy_pool.h"
 #include "hyperfleet/sim/product/sim_clock.h"
 
 namespace hf::sim::product {
-
-/// Where launches get machines: the narrowest interface the provider needs from a machine
-/// pool (helper Q's pool policy, include/hyperfleet/pool/, will sit behind it).
-class MachinePool {
- public:
-  virtual ~MachinePool() = default;
-  /// A healthy free machine, taken out of the pool; nullopt when none is free.
-  virtual std::optional<int> acquire() = 0;
-  /// Machine `m` is free and healthy again.
-  virtual void release(int m) = 0;
-  /// Machine `m`, free, broke: it leaves the pool (until released). False if it was not free.
-  virtual bool remove(int m) = 0;
-  virtual size_t free_count() const = 0;
-};
-
-/// The stand-in pool: free machines first in, first out.
-class FifoMachinePool final : public MachinePool {
- public:
-  std::optional<int> acquire() override;
-  void release(int m) override { free_.push_back(m); }
-  bool remove(int m) override;
-  size_t free_count() const override { return free_.size(); }
-
- private:
-  std::deque<int> free_;
-};
 
 /// One simulated instance and the agent on it.
 struct SimInstance {
@@ -74,7 +49,7 @@ class SimProvider final : public provider::Provider {
     std::function<void()> exhausted;
   };
 
-  SimProvider(SimClock& clock, EventQueue& events, MachinePool& pool,
+  SimProvider(SimClock& clock, EventQueue& events, PolicyMachinePool& pool,
               const ProductLatencies& latencies, SimRng rng, Hooks hooks);
 
   std::string_view name() const override { return "sim"; }
@@ -116,7 +91,7 @@ class SimProvider final : public provider::Provider {
 
   SimClock& clock_;
   EventQueue& events_;
-  MachinePool& pool_;
+  PolicyMachinePool& pool_;
   const ProductLatencies& latencies_;
   SimRng rng_;
   Hooks hooks_;
