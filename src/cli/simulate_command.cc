@@ -167,13 +167,14 @@ StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
   r.engine = f.engine;
   HF_ASSIGN_OR_RETURN(r.spec.strategies, PickStrategies(f.strategies));
   if (r.engine == "product") {
-    // The product engine runs Hyperfleet's own code: its strategy only.
+    // The product engine runs Hyperfleet's own code: its strategies only (today's and the
+    // planned one, which differ in what the application layer above the controller does).
     if (app.count("--strategy") == 0) r.spec.strategies = {sim::HyperfleetStrategy()};
     for (const auto& s : r.spec.strategies) {
-      if (s.id != "HF") {
+      if (s.id != "HF" && s.id != "HF0") {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--strategy ", s.id, ": the product engine runs Hyperfleet's strategy (HF) only; "
-            "use --engine parametric for the others"));
+            "--strategy ", s.id, ": the product engine runs Hyperfleet's strategies (HF0, HF) "
+            "only; use --engine parametric for the others"));
       }
     }
   }

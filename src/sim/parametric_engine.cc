@@ -99,20 +99,6 @@ class ParametricRun {
   RunResult result_;
 };
 
-CheckpointPolicy PolicyFor(const Strategy& s, double tau) {
-  CheckpointPolicy p;
-  p.interval_min = tau;
-  p.cost_min = s.checkpoint_cost_min;
-  p.persist_window_min = s.persist_window_min;
-  return p;
-}
-
-double TauFor(const FgufParams& params, const Strategy& s) {
-  const double rate = params.rate_per_1000_node_days / 1000.0 / kMinutesPerDay;
-  const double mtbf = 1.0 / (params.job_nodes * rate);
-  return std::max(s.IntervalFor(mtbf), 1e-3);
-}
-
 ParametricRun::ParametricRun(const FgufParams& params, const Strategy& strategy, int spares,
                              uint64_t seed)
     : params_(params),
@@ -121,8 +107,8 @@ ParametricRun::ParametricRun(const FgufParams& params, const Strategy& strategy,
       seed_(seed),
       process_(params, seed),
       rng_(SimRng::StreamSeed(seed, kStreamEngine, 0)),
-      tau_(TauFor(params, strategy)),
-      ledger_(PolicyFor(strategy, tau_)) {
+      tau_(strategy.CheckpointFor(params).interval_min),
+      ledger_(strategy.CheckpointFor(params)) {
   const int n = params.fleet_nodes;
   where_.assign(n, Where::kIdle);
   job_pos_.assign(n, -1);

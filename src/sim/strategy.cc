@@ -1,5 +1,7 @@
 #include "hyperfleet/sim/strategy.h"
 
+#include <algorithm>
+
 #include "hyperfleet/sim/closed_form.h"
 
 namespace hf::sim {
@@ -242,6 +244,16 @@ const Strategy* FindStrategy(const std::vector<Strategy>& strategies, const std:
     if (s.id == id) return &s;
   }
   return nullptr;
+}
+
+CheckpointPolicy Strategy::CheckpointFor(const FgufParams& params) const {
+  const double rate = params.rate_per_1000_node_days / 1000.0 / kMinutesPerDay;
+  const double mtbf = rate > 0 ? 1.0 / (params.job_nodes * rate) : 1e12;
+  CheckpointPolicy p;
+  p.interval_min = std::max(IntervalFor(mtbf), 1e-3);
+  p.cost_min = checkpoint_cost_min;
+  p.persist_window_min = persist_window_min;
+  return p;
 }
 
 }  // namespace hf::sim

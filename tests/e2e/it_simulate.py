@@ -137,11 +137,14 @@ class SimulateTest(unittest.TestCase):
                 self.assertIn(flag, p.stderr)
                 self.assertEqual(p.stdout, "")
 
-    def test_product_engine_runs_hyperfleets_strategy_only(self):
+    def test_product_engine_runs_hyperfleets_strategies_only(self):
         doc = self.run_json("--engine", "product", "--nodes", "16", "--spares", "2", "--days",
                             "1", "--replications", "2")
         self.assertEqual(doc["engine"], "product")
         self.assertEqual([r["strategy"] for r in doc["results"]], ["HF"])
+        both = self.run_json("--engine", "product", "--strategy", "HF0,HF", "--nodes", "16",
+                             "--spares", "2", "--days", "1", "--replications", "1")
+        self.assertEqual([r["strategy"] for r in both["results"]], ["HF0", "HF"])
         r = doc["results"][0]
         self.assertEqual((r["job_nodes"], r["spares"], r["replications"]), (16, 2, 2))
         self.assertTrue(0 < r["ettr"]["mean"] <= 1, r["ettr"])

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hyperfleet/sim/fguf.h"
+#include "hyperfleet/sim/job_ledger.h"
 
 namespace hf::sim {
 
@@ -56,6 +57,10 @@ struct Strategy {
 
   /// τ for a job of MTBF `mtbf_min` (minutes) under this strategy's rule.
   double IntervalFor(double mtbf_min) const;
+  /// The job's checkpoints under `params`: τ (minutes) by IntervalFor at the job's MTBF
+  /// (N · r_f; no failures: an MTBF of 10^12 min), at least 1e-3 min; δ and the persist
+  /// window from this strategy. Both engines use it.
+  CheckpointPolicy CheckpointFor(const FgufParams& params) const;
   /// Mean downtime of a D1 node replacement with a hot spare (detect + localize + swap +
   /// restart), minutes: the R of the closed forms.
   double MeanReplaceDowntime() const;

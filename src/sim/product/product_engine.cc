@@ -35,22 +35,6 @@ model::InstanceGroup Group(const std::string& name, const std::string& type, int
   return g;
 }
 
-double TauFor(const FgufParams& params, const Strategy& s) {
-  const double rate = params.rate_per_1000_node_days / 1000.0 / kMinutesPerDay;
-  const double mtbf = rate > 0 ? 1.0 / (params.job_nodes * rate) : 1e12;
-  return std::max(s.IntervalFor(mtbf), 1e-3);
-}
-
-CheckpointPolicy PolicyFor(const Strategy& s, double tau) {
-  CheckpointPolicy p;
-  p.interval_min = tau;
-  p.cost_min = s.checkpoint_cost_min;
-  p.persist_window_min = s.persist_window_min;
-  return p;
-}
-
-/// The pool's policy for a strategy: its lemon rule (none when it quarantines no lemons); no
-/// hot spares at the pool level (the cluster's spare nodes are the strategy's).
 pool::PoolPolicy PoolPolicyFor(const Strategy& s) {
   pool::PoolPolicy p;
   p.lemon_failures = s.quarantine_lemons ? s.quarantine_failures : 0;
@@ -65,7 +49,7 @@ ProductEngine::Impl::Impl(const FgufParams& p, const Strategy& s, int sp, uint64
                           ProductOptions o)
     : params(p), strategy(s), spares(sp), seed(sd), options(std::move(o)), clock(kStart),
       ids(static_cast<unsigned>(sd)), pool(clock, PoolPolicyFor(s)), rng(SimRng::StreamSeed(sd, kStreamEngine, 0)),
-      process(p, sd), ledger(PolicyFor(s, TauFor(p, s))), tau(TauFor(p, s)) {
+      process(p, sd), ledger(s.CheckpointFor(p)), tau(s.CheckpointFor(p).interval_min) {
   if (p.job_nodes <= 0 || sp < 0 || p.job_nodes + sp > p.fleet_nodes) {
     throw std::invalid_argument("job_nodes + spares must be positive and at most fleet_nodes");
   }
