@@ -4,7 +4,10 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -157,6 +160,26 @@ sim::EngineFn ProductWithProgress(int total) {
   };
 }
 
+/// Refuses an --svg target that the write would clobber or that cannot be written, before the
+/// run (which can take minutes): empty, an existing non-regular file (the atomic write renames
+/// over it, so `--svg /dev/null` as root would replace the device), a parent that is missing.
+Status CheckSvgPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return absl::InvalidArgumentError("--svg: needs a file name");
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--svg: ", path, " exists and is not a regular file"));
+  }
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--svg: ", parent.string(), " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
 /// Checks the flags and turns them into a grid. `app` tells which flags were given.
 StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
   SimulateRun r;
@@ -224,7 +247,15 @@ StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
   r.hard_mix = f.hard_mix;
   r.json = f.json;
   r.svg = f.svg;
+  if (app.count("--svg") > 0) HF_RETURN_IF_ERROR(CheckSvgPath(r.svg));
   if (r.engine == "product") {
+    // Past the scale the controller is benchmarked at (controller_scale_bench, 10,000 nodes) a
+    // replication runs for hours with nothing on stderr and memory growing.
+    int most_spares = *std::max_element(r.spec.spares.begin(), r.spec.spares.end());
+    int most_nodes = *std::max_element(r.spec.job_nodes.begin(), r.spec.job_nodes.end());
+    if (most_nodes + most_spares > 10000) {
+      return OutOfRange("--nodes", "at most 10000 with its spares for --engine product");
+    }
     int configs = static_cast<int>(r.spec.job_nodes.size() * r.spec.rates.size() *
                                    r.spec.spares.size());
     r.run_one = ProductWithProgress(configs * r.spec.seeds);
@@ -295,6 +326,12 @@ void AddSimulateCommand(CLI::App& app) {
       Run(*request);
     } catch (const std::invalid_argument& e) {
       BadInput(e.what());
+    }
+    // A full disk or closed pipe must not pass for results written (exit 1, as a failed run).
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "hyperfleet simulate: cannot write the results to stdout: %s\n",
+                   std::strerror(errno));
+      std::exit(1);
     }
   });
 }

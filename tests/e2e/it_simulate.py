@@ -5,6 +5,7 @@ horizons and few replications keep it to seconds."""
 
 import json
 import os
+import stat
 import subprocess
 import tempfile
 import unittest
@@ -136,6 +137,32 @@ class SimulateTest(unittest.TestCase):
                 self.assertTrue(p.stderr.startswith("hyperfleet simulate: "), p.stderr)
                 self.assertIn(flag, p.stderr)
                 self.assertEqual(p.stdout, "")
+
+    def test_outputs_that_cannot_be_written_are_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fifo = os.path.join(tmp, "pipe")
+            os.mkfifo(fifo)  # the atomic write used to rename over it (as over /dev/null as root)
+            for target, says in ((fifo, "not a regular file"), (tmp, "not a regular file"),
+                                 ("", "needs a file name"),
+                                 (os.path.join(tmp, "no", "x.svg"), "not a directory")):
+                with self.subTest(svg=target):
+                    p = simulate("--svg", target, "--strategy", "HF", *QUICK)
+                    self.assertEqual(p.returncode, 2, p.stderr)
+                    self.assertIn("--svg", p.stderr)
+                    self.assertIn(says, p.stderr)
+            self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+        with open("/dev/full", "w") as full:  # a full disk is not results written
+            p = subprocess.run([os.path.abspath(harness.BINARY), "simulate", "--json", "--strategy",
+                                "HF", *QUICK], stdout=full, stderr=subprocess.PIPE, text=True,
+                               env={"PATH": ""}, timeout=300)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("cannot write the results", p.stderr)
+
+    def test_product_engine_refuses_what_would_run_for_hours(self):
+        p = simulate("--engine", "product", "--nodes", "20000", "--days", "1", "--replications", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--nodes", p.stderr)
+        self.assertEqual(p.stdout, "")
 
     def test_product_engine_runs_hyperfleets_strategies_only(self):
         doc = self.run_json("--engine", "product", "--nodes", "16", "--spares", "2", "--days",
