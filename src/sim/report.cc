@@ -228,10 +228,13 @@ std::string FormatTable(const std::vector<Aggregate>& rows) {
       losses += part;
     }
     const std::string name = a.label.empty() ? a.strategy_id : a.label;
-    std::snprintf(line, sizeof line, "%-28s %6d %6d %5.2f %7.4f ± %-7.4f %7.4f %7.4f %8.1f  %s%s\n",
+    // One replication has no interval: "± n/a", not a zero width that reads as certainty.
+    char half[16] = "n/a";
+    if (a.replications > 1) std::snprintf(half, sizeof half, "%.4f", (a.ettr.hi - a.ettr.lo) / 2);
+    std::snprintf(line, sizeof line, "%-28s %6d %6d %5.2f %7.4f ± %-7s %7.4f %7.4f %8.1f  %s%s\n",
                   name.c_str(), a.job_nodes, a.spares, a.rate_per_1000_node_days, a.ettr.mean,
-                  (a.ettr.hi - a.ettr.lo) / 2, a.fleet_goodput.mean, a.min_window_ettr.mean,
-                  a.mttr_mean_min.mean, losses.c_str(), a.assumptions.empty() ? "" : " *");
+                  half, a.fleet_goodput.mean, a.min_window_ettr.mean, a.mttr_mean_min.mean,
+                  losses.c_str(), a.assumptions.empty() ? "" : " *");
     out += line;
     if (!a.assumptions.empty() &&
         std::find(notes.begin(), notes.end(), a.strategy_id) == notes.end()) {

@@ -56,6 +56,20 @@ TEST(ReportTest, AggregateJsonAndTable) {
   EXPECT_NE(table.find("detect.D4"), std::string::npos);
 }
 
+TEST(ReportTest, OneReplicationHasNoIntervalInTheTable) {
+  GridSpec g;
+  g.strategies = {HyperfleetStrategy()};
+  g.job_nodes = {16};
+  g.base.horizon_days = 2;
+  g.seeds = 1;
+  const std::string one = FormatTable(RunGrid(g));
+  EXPECT_NE(one.find("± n/a"), std::string::npos) << one;
+  EXPECT_EQ(one.find("± 0.0000"), std::string::npos) << one;
+  g.seeds = 2;
+  const std::string two = FormatTable(RunGrid(g));
+  EXPECT_EQ(two.find("n/a"), std::string::npos) << two;
+}
+
 TEST(ReportTest, GridFleetSizing) {
   GridSpec g;
   EXPECT_EQ(GridFleetNodes(g, 2000, 48), 2048);
