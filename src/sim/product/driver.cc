@@ -43,21 +43,35 @@ void ProductEngine::Impl::pass() {
 std::optional<SystemTime> ProductEngine::Impl::decisionTime() {
   const double cpu0 = ThreadCpuSeconds();
   ++counters.decide_snapshots;
-  control::ClusterSnapshot snap;
-  auto instances = provider->list(cluster_id);
-  if (!instances.ok()) return clock.now();  // do not skip
-  // The records as committed (one cluster: every mirrored node is its).
-  snap.nodes.reserve(store->mirror().size());
-  for (const auto& [id, n] : store->mirror()) snap.nodes.push_back(n);
-  snap.instances = std::move(*instances);
-  snap.lifecycle_by_agent = true;
-  snap.agent_start_timeout = controller_options.agent_start_timeout;
-  snap.liveness_policy = controller_options.liveness;
-  model::ClusterHealthView live = agents->liveness(cluster_id);
-  snap.liveness = std::move(live.nodes);
-  std::optional<SystemTime> t = NextDecisionTime(snap, clock.now());
+  // What a snapshot would hold, read in place: the records as committed (one cluster: every
+  // mirrored node is its) against the provider's instances, both sorted by instance id, walked
+  // together. Per node: what list() reports (boot_time) and heartbeats() says.
+  control::ClusterSnapshot policies;  // the rule reads only its policies
+  policies.agent_start_timeout = controller_options.agent_start_timeout;
+  policies.liveness_policy = controller_options.liveness;
+  const SystemTime now = clock.now();
+  const auto& instances = provider->instances();
+  auto inst = instances.begin();
+  provider::InstanceObservation observed;
+  model::NodeLiveness heard;
+  std::optional<SystemTime> next;
+  for (const auto& [id, n] : store->mirror()) {
+    while (inst != instances.end() && inst->first < id) ++inst;
+    const bool found = inst != instances.end() && inst->first == id &&
+                       inst->second.spec.cluster_id == cluster_id;
+    const model::NodeLiveness* h = nullptr;
+    if (found) {
+      const SimInstance& i = inst->second;
+      observed.boot_time = i.boot_time;
+      if (i.silent_since || i.agent_up) {
+        heard.last_heard = i.silent_since.value_or(now);
+        h = &heard;
+      }
+    }
+    ConsiderNode(n, found ? &observed : nullptr, h, policies, now, next);
+  }
   counters.decide_cpu_s += ThreadCpuSeconds() - cpu0;
-  return t;
+  return next;
 }
 
 void ProductEngine::Impl::drive(SystemTime end) {

@@ -18,8 +18,9 @@ void SimAgents::setCluster(model::Cluster cluster, std::string controller_group)
   controller_group_ = std::move(controller_group);
 }
 
-std::map<std::string, const SimInstance*> SimAgents::byHost() const {
-  std::map<std::string, const SimInstance*> out;
+std::map<std::string_view, const SimInstance*> SimAgents::byHost() const {
+  // Views into the provider's records (stable map nodes): no hostname copied per pass.
+  std::map<std::string_view, const SimInstance*> out;
   for (const auto& [id, i] : provider_.instances()) {
     if (i.state == InstanceState::kTerminating) continue;
     auto [it, fresh] = out.emplace(i.hostname, &i);
@@ -31,27 +32,39 @@ std::map<std::string, const SimInstance*> SimAgents::byHost() const {
 std::set<std::string> SimAgents::upNodes() const {
   std::set<std::string> out;
   for (const auto& [name, i] : byHost()) {
-    auto s = slurm_.find(name);
+    auto s = slurm_.find(std::string(name));
     if (s == slurm_.end() || s->second.down) continue;
-    if (i->state == InstanceState::kRunning && i->slurmd_up && !i->silent_since) out.insert(name);
+    if (i->state == InstanceState::kRunning && i->slurmd_up && !i->silent_since) {
+      out.emplace(name);
+    }
   }
+  return out;
+}
+
+std::map<std::string, model::NodeLiveness> SimAgents::heartbeats(const std::string& cluster_id,
+                                                                 bool* controller_up) const {
+  std::map<std::string, model::NodeLiveness> out;
+  const SystemTime now = clock_.now();
+  bool up = false;
+  for (const auto& [id, i] : provider_.instances()) {
+    if (i.spec.cluster_id != cluster_id) continue;
+    // The provider's map is sorted by id: each insert goes at the end (no key comparisons).
+    if (i.silent_since) {
+      out.emplace_hint(out.end(), id, model::NodeLiveness{*i.silent_since, i.health});
+    } else if (i.agent_up) {
+      out.emplace_hint(out.end(), id, model::NodeLiveness{now, i.health});
+      up |= i.spec.group == controller_group_;
+    }
+  }
+  if (controller_up) *controller_up = up;
   return out;
 }
 
 model::ClusterHealthView SimAgents::liveness(const std::string& cluster_id) {
   model::ClusterHealthView view;
   view.controller_group = controller_group_;
-  const SystemTime now = clock_.now();
   bool controller_up = false;
-  for (const auto& [id, i] : provider_.instances()) {
-    if (i.spec.cluster_id != cluster_id) continue;
-    if (i.silent_since) {
-      view.nodes[id] = model::NodeLiveness{*i.silent_since, i.health};
-    } else if (i.agent_up) {
-      view.nodes[id] = model::NodeLiveness{now, i.health};
-      controller_up |= i.spec.group == controller_group_;
-    }
-  }
+  view.nodes = heartbeats(cluster_id, &controller_up);
   if (!controller_up) return view;  // no fresh report from slurmctld's node
   const auto hosts = byHost();
   std::vector<model::SlurmNodeState>& nodes = view.slurm_nodes.emplace();

@@ -46,6 +46,15 @@ inline constexpr Duration kRebootRetryAfter = std::chrono::seconds(30);
 std::optional<SystemTime> NextDecisionTime(const control::ClusterSnapshot& snapshot,
                                            SystemTime now);
 
+/// NextDecisionTime's rule for one node record `n`: `observed` is the provider's report of
+/// its instance (nullptr: not reported; only boot_time is read), `heard` its agent's last
+/// heartbeat (nullptr: none). Lowers `next` to the node's earliest such instant at or after
+/// `now`; reads only the snapshot's policies. The product engine calls it over the records it
+/// holds, without building a snapshot.
+void ConsiderNode(const model::Node& n, const provider::InstanceObservation* observed,
+                  const model::NodeLiveness* heard, const control::ClusterSnapshot& snapshot,
+                  SystemTime now, std::optional<SystemTime>& next);
+
 /// The first point of the lattice `last + k * interval` (k >= 1) that is at or after `at`.
 /// Precondition: interval > 0.
 SystemTime FirstPassAtOrAfter(SystemTime last, Duration interval, SystemTime at);

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hyperfleet/common/ids.h"
@@ -45,6 +46,10 @@ class SimAgents {
   /// AgentHooks::liveness: every instance's last heartbeat and health, Slurm's view while the
   /// controller node's agent runs.
   model::ClusterHealthView liveness(const std::string& cluster_id);
+  /// liveness()'s per-instance part alone (no Slurm view), by instance id; `controller_up`
+  /// (optional) says whether the controller group's agent is heard now.
+  std::map<std::string, model::NodeLiveness> heartbeats(const std::string& cluster_id,
+                                                        bool* controller_up = nullptr) const;
   /// AgentHooks::publish_slurm_marks: applied after slurm_mark (the next heartbeat).
   void publish(const std::string& cluster_id, std::vector<model::SlurmMark> marks);
   /// A booted new instance: its agent reports Started, then Succeeded.
@@ -64,7 +69,7 @@ class SimAgents {
   void apply();
   bool needed(const model::SlurmMark& m) const;
   /// The instance currently answering for each hostname (the newest not terminating).
-  std::map<std::string, const SimInstance*> byHost() const;
+  std::map<std::string_view, const SimInstance*> byHost() const;
 
   SimProvider& provider_;
   store::Store& store_;
