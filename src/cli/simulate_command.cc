@@ -25,6 +25,7 @@
 #include "hyperfleet/common/strings.h"
 #include "hyperfleet/sim/fguf.h"
 #include "hyperfleet/sim/grid.h"
+#include "hyperfleet/sim/parametric_engine.h"
 #include "hyperfleet/sim/product/product_engine.h"
 #include "hyperfleet/sim/report.h"
 #include "hyperfleet/sim/strategy.h"
@@ -160,6 +161,32 @@ sim::EngineFn ProductWithProgress(int total) {
   };
 }
 
+/// The parametric engine as an EngineFn that says on stderr how far a long run is: nothing for
+/// the first 5 s (most runs end before), then a line at most every 30 s, so that a large grid
+/// (hours at --replications 10000) does not hold the terminal silently.
+sim::EngineFn ParametricWithProgress(int total) {
+  using Clock = std::chrono::steady_clock;
+  struct State {
+    int done = 0;
+    Clock::time_point start = Clock::now(), next = start + std::chrono::seconds(5);
+  };
+  auto st = std::make_shared<State>();
+  return [st, total](const sim::FgufParams& p, const sim::Strategy& s, int spares,
+                     uint64_t seed) {
+    sim::RunResult result = sim::RunParametric(p, s, spares, seed);
+    ++st->done;
+    const Clock::time_point now = Clock::now();
+    if (now >= st->next && st->done < total) {
+      const double took = std::chrono::duration<double>(now - st->start).count();
+      std::fprintf(stderr,
+                   "hyperfleet simulate: replication %d of %d after %.0f s, about %.0f s left\n",
+                   st->done, total, took, took / st->done * (total - st->done));
+      st->next = now + std::chrono::seconds(30);
+    }
+    return result;
+  };
+}
+
 /// Refuses an --svg target that the write would clobber or that cannot be written, before the
 /// run (which can take minutes): empty, an existing non-regular file (the atomic write renames
 /// over it, so `--svg /dev/null` as root would replace the device), a parent that is missing.
@@ -214,13 +241,18 @@ StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
   for (const auto& s : f.spares) {
     HF_ASSIGN_OR_RETURN(int v, ParseNumber<int>("--spares", s));
     if (v < 0 || v > 100000) return OutOfRange("--spares", "between 0 and 100000");
-    r.spec.spares.push_back(v);
+    // A value given twice is one configuration (as a strategy named twice), not a repeated row.
+    if (std::find(r.spec.spares.begin(), r.spec.spares.end(), v) == r.spec.spares.end()) {
+      r.spec.spares.push_back(v);
+    }
   }
   r.spec.rates.clear();
   for (const auto& s : f.rates) {
     HF_ASSIGN_OR_RETURN(double v, ParseNumber<double>("--rate", s));
     if (!(v > 0 && v <= 1000)) return OutOfRange("--rate", "above 0 and at most 1000");
-    r.spec.rates.push_back(v);
+    if (std::find(r.spec.rates.begin(), r.spec.rates.end(), v) == r.spec.rates.end()) {
+      r.spec.rates.push_back(v);
+    }
   }
   r.spec.job_nodes = {f.nodes};
   if (f.grid) {
@@ -256,10 +288,14 @@ StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
     if (most_nodes + most_spares > 10000) {
       return OutOfRange("--nodes", "at most 10000 with its spares for --engine product");
     }
-    int configs = static_cast<int>(r.spec.job_nodes.size() * r.spec.rates.size() *
-                                   r.spec.spares.size());
-    r.run_one = ProductWithProgress(configs * r.spec.seeds);
   }
+  // Every strategy counts: "replication 3 of 2" was printed for --strategy HF0,HF.
+  const int64_t runs = static_cast<int64_t>(r.spec.strategies.size()) *
+                       static_cast<int64_t>(r.spec.job_nodes.size() * r.spec.rates.size() *
+                                            r.spec.spares.size()) * r.spec.seeds;
+  if (runs > 100000000) return OutOfRange("the grid", "at most 100,000,000 replications in all");
+  r.run_one = r.engine == "product" ? ProductWithProgress(static_cast<int>(runs))
+                                    : ParametricWithProgress(static_cast<int>(runs));
   return r;
 }
 

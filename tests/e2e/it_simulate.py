@@ -158,6 +158,26 @@ class SimulateTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("cannot write the results", p.stderr)
 
+    def test_a_value_given_twice_is_one_configuration(self):
+        doc = self.run_json("--strategy", "HF", "--spares", "4,4", "--rate", "3.8,3.80", *QUICK)
+        self.assertEqual(doc["parameters"]["spares"], [4])
+        self.assertEqual(doc["parameters"]["rates_per_1000_node_days"], [3.8])
+        self.assertEqual(len(doc["results"]), 1)
+
+    def test_a_long_run_says_how_far_it_is(self):
+        # 2-3 s a replication here (100,000 nodes for 10 years): the first line comes after 5 s.
+        p = self.run_ok("--json", "--strategy", "HF", "--nodes", "100000", "--days", "3650",
+                        "--replications", "5")
+        self.assertRegex(p.stderr, r"replication [1-4] of 5 after \d+ s, about \d+ s left")
+        quick = self.run_ok("--strategy", "HF", *QUICK)  # a short run stays quiet
+        self.assertEqual(quick.stderr, "")
+
+    def test_product_progress_counts_every_strategy(self):
+        p = self.run_ok("--json", "--engine", "product", "--strategy", "HF0,HF", "--nodes", "16",
+                        "--spares", "2", "--days", "1", "--replications", "1")
+        self.assertIn("replication 2 of 2 ", p.stderr)
+        self.assertNotIn("of 1 ", p.stderr)
+
     def test_product_engine_refuses_what_would_run_for_hours(self):
         p = simulate("--engine", "product", "--nodes", "20000", "--days", "1", "--replications", "1")
         self.assertEqual(p.returncode, 2, p.stderr)
