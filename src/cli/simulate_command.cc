@@ -16,6 +16,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -358,6 +360,12 @@ void AddSimulateCommand(CLI::App& app) {
     }
     StatusOr<SimulateRun> request = Validate(flags, parser);
     if (!request.ok()) BadInput(StdView(request.status().message()));
+    // The product engine runs the real controller, which logs (to stdout by default): its
+    // warnings about simulated clusters broke --json. Errors only, on stderr.
+    auto log = spdlog::stderr_logger_mt("hyperfleet-simulate");
+    log->set_pattern("hyperfleet simulate: controller: %l: %v");
+    spdlog::set_default_logger(log);
+    spdlog::set_level(spdlog::level::err);
     try {
       Run(*request);
     } catch (const std::invalid_argument& e) {

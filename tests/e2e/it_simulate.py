@@ -178,6 +178,12 @@ class SimulateTest(unittest.TestCase):
         self.assertIn("replication 2 of 2 ", p.stderr)
         self.assertNotIn("of 1 ", p.stderr)
 
+    def test_product_json_is_json_at_a_high_failure_rate(self):
+        # The controller warns that most nodes are silent; that went to stdout, into the JSON.
+        doc = self.run_json("--engine", "product", "--nodes", "16", "--rate", "1000", "--days",
+                            "2", "--replications", "1")
+        self.assertEqual(doc["results"][0]["rate_per_1000_node_days"], 1000)
+
     def test_product_engine_refuses_what_would_run_for_hours(self):
         p = simulate("--engine", "product", "--nodes", "20000", "--days", "1", "--replications", "1")
         self.assertEqual(p.returncode, 2, p.stderr)
