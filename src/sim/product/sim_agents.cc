@@ -18,15 +18,19 @@ void SimAgents::setCluster(model::Cluster cluster, std::string controller_group)
   controller_group_ = std::move(controller_group);
 }
 
-std::map<std::string_view, const SimInstance*> SimAgents::byHost() const {
-  // Views into the provider's records (stable map nodes): no hostname copied per pass.
-  std::map<std::string_view, const SimInstance*> out;
+const std::map<std::string_view, const SimInstance*>& SimAgents::byHost() const {
+  // Rebuilt only when the provider changed (every change to an instance's state, hostname or
+  // boot moves its version; the map's entries stay put until erased, which moves it too).
+  if (hosts_version_ == provider_.version()) return hosts_;
+  hosts_.clear();
   for (const auto& [id, i] : provider_.instances()) {
     if (i.state == InstanceState::kTerminating) continue;
-    auto [it, fresh] = out.emplace(i.hostname, &i);
+    // Views into the provider's records (stable map nodes): no hostname copied.
+    auto [it, fresh] = hosts_.emplace(i.hostname, &i);
     if (!fresh && i.boot_time > it->second->boot_time) it->second = &i;
   }
-  return out;
+  hosts_version_ = provider_.version();
+  return hosts_;
 }
 
 std::set<std::string> SimAgents::upNodes() const {
@@ -66,12 +70,13 @@ model::ClusterHealthView SimAgents::liveness(const std::string& cluster_id) {
   bool controller_up = false;
   view.nodes = heartbeats(cluster_id, &controller_up);
   if (!controller_up) return view;  // no fresh report from slurmctld's node
-  const auto hosts = byHost();
+  const auto& hosts = byHost();
   std::vector<model::SlurmNodeState>& nodes = view.slurm_nodes.emplace();
   nodes.reserve(slurm_.size());
+  auto h = hosts.begin();  // both sorted by name: walked together
   for (const auto& [name, s] : slurm_) {
-    auto h = hosts.find(name);
-    const bool responding = h != hosts.end() && h->second->state == InstanceState::kRunning &&
+    while (h != hosts.end() && h->first < std::string_view(name)) ++h;
+    const bool responding = h != hosts.end() && h->first == name && h->second->state == InstanceState::kRunning &&
                             h->second->slurmd_up && !h->second->silent_since;
     model::SlurmNodeState& n = nodes.emplace_back();
     n.name = name;

@@ -5,6 +5,7 @@
 // node records by the agent service's own code (agentapi::RecordLifecycleResult), and the
 // controller node's agent reports Slurm's node states and applies the planner's marks after
 // its next heartbeat, so the planner's "wait until Slurm shows the node down" path runs.
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -69,7 +70,7 @@ class SimAgents {
   void apply();
   bool needed(const model::SlurmMark& m) const;
   /// The instance currently answering for each hostname (the newest not terminating).
-  std::map<std::string_view, const SimInstance*> byHost() const;
+  const std::map<std::string_view, const SimInstance*>& byHost() const;
 
   SimProvider& provider_;
   store::Store& store_;
@@ -85,6 +86,8 @@ class SimAgents {
   std::vector<model::SlurmMark> wanted_;       ///< the marks last published
   bool apply_pending_ = false;
   uint64_t version_ = 0;
+  mutable std::map<std::string_view, const SimInstance*> hosts_;  ///< byHost()'s, cached
+  mutable uint64_t hosts_version_ = UINT64_MAX;                   ///< provider version of hosts_
 };
 
 }  // namespace hf::sim::product
