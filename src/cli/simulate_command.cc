@@ -50,6 +50,10 @@ struct RawFlags {
   bool no_lemons = false, no_fail_slow = false, hard_mix = false;
   bool grid = false, json = false;
   std::string svg;
+  // The numbers as typed, read in decimal by Validate (CLI11 read 010 as 8 and 0x10 as 16, and
+  // a --seed of -1 as 2^64 - 1).
+  std::string nodes_text = "2000", fleet_text = "0", days_text = "54", replications_text = "20",
+              seed_text = "1";
 };
 
 void AddFlags(CLI::App& app, RawFlags& f) {
@@ -63,19 +67,26 @@ void AddFlags(CLI::App& app, RawFlags& f) {
                  "HyperPod checkpointless, C the target, HF0 Hyperfleet today (measured, nothing "
                  "assumed it does not do), HF Hyperfleet planned (measured + C's targets)")
       ->delimiter(',');
-  app.add_option("--nodes", f.nodes, "Nodes the training job needs (N)")->capture_default_str();
-  app.add_option("--fleet", f.fleet,
+  app.add_option("--nodes", f.nodes_text, "Nodes the training job needs (N)")
+      ->type_name("INT")
+      ->capture_default_str();
+  app.add_option("--fleet", f.fleet_text,
                  "Fleet nodes (F); default: max(N * 2048 / 2000, N + spares), FGUF-1's 2.4 % "
-                 "buffer");
+                 "buffer")
+      ->type_name("INT");
   app.add_option("--spares", f.spares, "Hot spares reserved for the job, one or a list")
       ->delimiter(',');
   app.add_option("--rate", f.rates,
                  "Unexpected failures per 1,000 node-days (fleet average), one or a list")
       ->delimiter(',');
-  app.add_option("--days", f.days, "Wall-clock days simulated")->capture_default_str();
-  app.add_option("--replications", f.replications, "Seeds per configuration (95 % intervals)")
+  app.add_option("--days", f.days_text, "Wall-clock days simulated")
+      ->type_name("FLOAT")
       ->capture_default_str();
-  app.add_option("--seed", f.seed, "First seed; replication k uses seed + k")
+  app.add_option("--replications", f.replications_text, "Seeds per configuration (95 % intervals)")
+      ->type_name("INT")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed_text, "First seed; replication k uses seed + k")
+      ->type_name("UINT")
       ->capture_default_str();
   app.add_flag("--no-lemons", f.no_lemons, "No lemon nodes (default: 2 % of nodes at 10x)");
   app.add_flag("--no-fail-slow", f.no_fail_slow,
@@ -91,12 +102,17 @@ void AddFlags(CLI::App& app, RawFlags& f) {
                  "rate at the first spare count) to FILE");
 }
 
-/// `text` as a number of type T, whole text or an error naming `flag`.
+/// `text` as a decimal number of type T, whole text or an error naming `flag`.
 template <typename T>
 StatusOr<T> ParseNumber(std::string_view flag, std::string_view text) {
   T value{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+  const bool whole = end == text.data() + text.size() && !text.empty();
+  if (ec == std::errc::result_out_of_range && whole) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(flag), ": '", AbslView(text), "' is out of range"));
+  }
+  if (ec != std::errc() || !whole) {
     return absl::InvalidArgumentError(
         absl::StrCat(AbslView(flag), ": '", AbslView(text), "' is not a number"));
   }
@@ -210,7 +226,13 @@ Status CheckSvgPath(const std::string& path) {
 }
 
 /// Checks the flags and turns them into a grid. `app` tells which flags were given.
-StatusOr<SimulateRun> Validate(const RawFlags& f, const CLI::App& app) {
+StatusOr<SimulateRun> Validate(const RawFlags& raw, const CLI::App& app) {
+  RawFlags f = raw;
+  HF_ASSIGN_OR_RETURN(f.nodes, ParseNumber<int>("--nodes", f.nodes_text));
+  HF_ASSIGN_OR_RETURN(f.fleet, ParseNumber<int>("--fleet", f.fleet_text));
+  HF_ASSIGN_OR_RETURN(f.days, ParseNumber<double>("--days", f.days_text));
+  HF_ASSIGN_OR_RETURN(f.replications, ParseNumber<int>("--replications", f.replications_text));
+  HF_ASSIGN_OR_RETURN(f.seed, ParseNumber<uint64_t>("--seed", f.seed_text));
   SimulateRun r;
   if (f.engine != "parametric" && f.engine != "product") {
     return absl::InvalidArgumentError(

@@ -128,6 +128,10 @@ class SimulateTest(unittest.TestCase):
             (["--days", "0"], "--days"),
             (["--replications", "0"], "--replications"),
             (["--bogus"], "--bogus"),
+            (["--nodes", "0x10"], "--nodes"),  # numbers are decimal (CLI11 took 0x10 as 16)
+            (["--seed", "-1"], "--seed"),  # was taken as 2^64 - 1
+            (["--replications", "0x3"], "--replications"),
+            (["--nodes", "99999999999"], "--nodes"),
             (["--svg", "/nonexistent-dir/x.svg", "--strategy", "HF", *QUICK], "--svg"),
         ]
         for args, flag in cases:
@@ -157,6 +161,10 @@ class SimulateTest(unittest.TestCase):
                                env={"PATH": ""}, timeout=300)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("cannot write the results", p.stderr)
+
+    def test_numbers_are_decimal(self):
+        doc = self.run_json("--strategy", "HF", "--nodes", "010", *QUICK)  # not octal 8
+        self.assertEqual(doc["parameters"]["job_nodes"], [10])
 
     def test_a_value_given_twice_is_one_configuration(self):
         doc = self.run_json("--strategy", "HF", "--spares", "4,4", "--rate", "3.8,3.80", *QUICK)
