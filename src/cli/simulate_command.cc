@@ -254,7 +254,10 @@ StatusOr<SimulateRun> Validate(const RawFlags& raw, const CLI::App& app) {
   }
   if (f.nodes < 1 || f.nodes > 100000) return OutOfRange("--nodes", "between 1 and 100000");
   if (f.fleet < 0 || f.fleet > 200000) return OutOfRange("--fleet", "between 0 (auto) and 200000");
-  if (!(f.days > 0 && f.days <= 3650)) return OutOfRange("--days", "above 0 and at most 3650");
+  // Below ~1e-17 days the engines' clock rounds the horizon to nothing and report ETTR 0.
+  if (!(f.days >= 0.001 && f.days <= 3650)) {
+    return OutOfRange("--days", "between 0.001 and 3650");
+  }
   if (f.replications < 1 || f.replications > 10000) {
     return OutOfRange("--replications", "between 1 and 10000");
   }

@@ -126,6 +126,7 @@ class SimulateTest(unittest.TestCase):
             (["--engine", "quantum"], "--engine"),
             (["--fleet", "100"], "--fleet"),
             (["--days", "0"], "--days"),
+            (["--days", "1e-300"], "--days"),  # ran, and said ETTR 0
             (["--replications", "0"], "--replications"),
             (["--bogus"], "--bogus"),
             (["--nodes", "0x10"], "--nodes"),  # numbers are decimal (CLI11 took 0x10 as 16)
