@@ -49,9 +49,6 @@ std::vector<std::string> Events(ProductEngine& engine, SystemTime t0) {
   return out;
 }
 
-/// Seconds from `t0` to `t`.
-double Since(SystemTime t0, SystemTime t) { return std::chrono::duration<double>(t - t0).count(); }
-
 /// The time (seconds since `t0`) of the first event later than `after` seconds whose
 /// description contains `text`; -1 when none.
 double FirstEvent(ProductEngine& engine, SystemTime t0, const std::string& text,
