@@ -93,7 +93,8 @@ std::string RunHeadline(const SimulateRun& r) {
   return absl::StrCat(
       "FGUF-1, ", r.engine, " engine: ", Thousands(s.seeds),
       s.seeds == 1 ? " replication of " : " replications of ",
-      Num(s.base.horizon_days), " days per configuration (seeds ", s.first_seed, "..",
+      Num(s.base.horizon_days), s.base.horizon_days == 1 ? " day" : " days",
+      " per configuration (seeds ", s.first_seed, "..",
       s.first_seed + static_cast<uint64_t>(s.seeds) - 1, "); fleet ",
       s.fleet_nodes > 0 ? Thousands(s.fleet_nodes) + " nodes"
                         : std::string("max(N x 2,048 / 2,000, N + spares)"),
@@ -230,7 +231,8 @@ std::string ChartsSvg(const SimulateRun& r, const std::vector<sim::Aggregate>& r
   int fleet = sim::GridFleetNodes(r.spec, nodes, spare_sweep.empty() ? 0 : spare_sweep.back());
   std::string common = absl::StrCat(Thousands(r.spec.seeds),
                                     r.spec.seeds == 1 ? " replication of " : " replications of ",
-                                    Num(r.spec.base.horizon_days), " days · lemons ",
+                                    Num(r.spec.base.horizon_days),
+                                    r.spec.base.horizon_days == 1 ? " day" : " days", " · lemons ",
                                     r.lemons ? "on" : "off", ", fail-slow ",
                                     r.fail_slow ? "on" : "off", " · ", r.engine,
                                     " engine · bars: 95 % interval");

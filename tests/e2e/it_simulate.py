@@ -163,6 +163,11 @@ class SimulateTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("cannot write the results", p.stderr)
 
+    def test_headline_counts_in_words(self):
+        out = self.run_ok("--strategy", "HF", "--nodes", "8", "--days", "1", "--replications",
+                          "1").stdout
+        self.assertIn("1 replication of 1 day per configuration", out)
+
     def test_numbers_are_decimal(self):
         doc = self.run_json("--strategy", "HF", "--nodes", "010", *QUICK)  # not octal 8
         self.assertEqual(doc["parameters"]["job_nodes"], [10])
