@@ -112,6 +112,10 @@ struct ProductEngine::Impl {
   void jobFault(const FleetEvent& e, const std::string& host);
   void jobStop(StopClass cls, Loss phase);
   void onMarkedDown(const std::string& name);
+  /// Drops from requeue_wait the hosts that need no DOWN mark any more: DOWN in Slurm
+  /// already (marked before the job's fault was recorded), gone from Slurm, or whose
+  /// machine's fault ended without one (a reboot fixed it, the machine was replaced).
+  void settleRequeueWait();
   void tryStart();
   void startJob();
   void updateSlowdown();

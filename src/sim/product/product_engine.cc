@@ -213,6 +213,7 @@ void ProductEngine::Impl::applyEffect(const std::string& id, const FleetEvent& e
     case DetectClass::kD2Network:
       provider->silence(id);
       break;
+    case DetectClass::kD3JobCrash:  // a node fault seen only as the job's crash
     case DetectClass::kD4Hang:
     case DetectClass::kD5Silent: {
       // Not detected by Hyperfleet: the strategy's assumed watchdog asks Slurm to replace it.
@@ -222,8 +223,6 @@ void ProductEngine::Impl::applyEffect(const std::string& id, const FleetEvent& e
       events.schedule(clock.now() + Minutes(after), [this, e, host] { watchdog(e, host); });
       break;
     }
-    case DetectClass::kD3JobCrash:
-      break;
   }
 }
 
@@ -361,7 +360,27 @@ void ProductEngine::Impl::onMarkedDown(const std::string& name) {
   }
 }
 
+void ProductEngine::Impl::settleRequeueWait() {
+  const auto& slurm = agents->slurm();
+  bool dropped = false;
+  for (auto it = requeue_wait.begin(); it != requeue_wait.end();) {
+    auto s = slurm.find(*it);
+    const int m = machineOf(*it);
+    const bool faulty = m >= 0 && m < static_cast<int>(machine_fault.size()) && machine_fault[m];
+    if (s == slurm.end() || s->second.down || !faulty) {
+      it = requeue_wait.erase(it);
+      dropped = true;
+    } else {
+      ++it;
+    }
+  }
+  if (dropped && requeue_wait.empty() && !running) {
+    ledger.Phase(ToMin(*this, clock.now()), Loss::kWaitNode);
+  }
+}
+
 void ProductEngine::Impl::tryStart() {
+  if (!requeue_wait.empty()) settleRequeueWait();
   if (running || restarting || !requeue_wait.empty() || clock.now() < hold_until ||
       origin == SystemTime{}) {
     return;
