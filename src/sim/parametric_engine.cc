@@ -78,7 +78,6 @@ class ParametricRun {
   const uint64_t seed_;
   FailureProcess process_;
   SimRng rng_;
-  double tau_ = 0;
   JobLedger ledger_;
   RecoveryPlan plan_;
   std::vector<Where> where_;
@@ -107,7 +106,6 @@ ParametricRun::ParametricRun(const FgufParams& params, const Strategy& strategy,
       seed_(seed),
       process_(params, seed),
       rng_(SimRng::StreamSeed(seed, kStreamEngine, 0)),
-      tau_(strategy.CheckpointFor(params).interval_min),
       ledger_(strategy.CheckpointFor(params)) {
   const int n = params.fleet_nodes;
   where_.assign(n, Where::kIdle);
@@ -463,15 +461,7 @@ RunResult ParametricRun::Execute() {
     }
   }
   ledger_.Finish(horizon);
-  result_.strategy_id = strategy_.id;
-  result_.fleet_nodes = params_.fleet_nodes;
-  result_.job_nodes = params_.job_nodes;
-  result_.spares = spares_target_;
-  result_.rate_per_1000_node_days = params_.rate_per_1000_node_days;
-  result_.seed = seed_;
-  result_.horizon_min = horizon;
-  result_.tau_min = tau_;
-  result_.assumptions = strategy_.assumptions;
+  FillRunIdentity(params_, strategy_, spares_target_, seed_, &result_);
   FillFromLedger(ledger_, &result_);
   return result_;
 }

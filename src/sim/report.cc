@@ -23,6 +23,19 @@ nlohmann::json IntervalJson(const Interval& i) {
 
 }  // namespace
 
+void FillRunIdentity(const FgufParams& params, const Strategy& strategy, int spares,
+                     uint64_t seed, RunResult* r) {
+  r->strategy_id = strategy.id;
+  r->fleet_nodes = params.fleet_nodes;
+  r->job_nodes = params.job_nodes;
+  r->spares = spares;
+  r->rate_per_1000_node_days = params.rate_per_1000_node_days;
+  r->seed = seed;
+  r->horizon_min = params.horizon_min();
+  r->tau_min = strategy.CheckpointFor(params).interval_min;
+  r->assumptions = strategy.assumptions;
+}
+
 void FillFromLedger(const JobLedger& ledger, RunResult* r) {
   const double wall = ledger.wall_min();
   r->ettr = wall > 0 ? ledger.productive_min() / wall : 0;

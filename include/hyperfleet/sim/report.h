@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hyperfleet/sim/job_ledger.h"
+#include "hyperfleet/sim/strategy.h"
 
 namespace hf::sim {
 
@@ -54,6 +55,10 @@ struct RunResult {
 /// Fills the job's figures of `r` (ETTR, fleet goodput, window minimum, losses, interruptions,
 /// MTTR) from a finished ledger; `r`'s fleet_nodes, job_nodes and horizon_min must be set.
 void FillFromLedger(const JobLedger& ledger, RunResult* r);
+/// Fills what identifies a run in `r`: the strategy's id and assumptions, the fleet, job,
+/// spares, rate, seed, horizon (minutes) and τ (Strategy::CheckpointFor). Both engines.
+void FillRunIdentity(const FgufParams& params, const Strategy& strategy, int spares,
+                     uint64_t seed, RunResult* r);
 
 /// Mean with a 95 % confidence interval (Student t, n − 1 degrees of freedom).
 struct Interval {

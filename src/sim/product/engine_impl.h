@@ -160,7 +160,6 @@ struct ProductEngine::Impl {
   control::ClusterController::Options controller_options;
   FailureProcess process;
   JobLedger ledger;
-  double tau = 0;
 
   std::string cluster_id;
   std::string controller_host;

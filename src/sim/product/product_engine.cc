@@ -49,7 +49,7 @@ ProductEngine::Impl::Impl(const FgufParams& p, const Strategy& s, int sp, uint64
                           ProductOptions o)
     : params(p), strategy(s), spares(sp), seed(sd), options(std::move(o)), clock(kStart),
       ids(static_cast<unsigned>(sd)), pool(clock, PoolPolicyFor(s)), rng(SimRng::StreamSeed(sd, kStreamEngine, 0)),
-      process(p, sd), ledger(s.CheckpointFor(p)), tau(s.CheckpointFor(p).interval_min) {
+      process(p, sd), ledger(s.CheckpointFor(p)) {
   if (p.job_nodes <= 0 || sp < 0 || p.job_nodes + sp > p.fleet_nodes) {
     throw std::invalid_argument("job_nodes + spares must be positive and at most fleet_nodes");
   }
@@ -459,15 +459,7 @@ void ProductEngine::Impl::updateSlowdown() {
 
 RunResult ProductEngine::Impl::result() {
   RunResult r;
-  r.strategy_id = strategy.id;
-  r.fleet_nodes = params.fleet_nodes;
-  r.job_nodes = params.job_nodes;
-  r.spares = spares;
-  r.rate_per_1000_node_days = params.rate_per_1000_node_days;
-  r.seed = seed;
-  r.horizon_min = params.horizon_min();
-  r.tau_min = tau;
-  r.assumptions = strategy.assumptions;
+  FillRunIdentity(params, strategy, spares, seed, &r);
   r.spare_exhaustions = counters.spare_exhaustions;
   r.lemons_quarantined = lemons_quarantined;
   r.healthy_quarantined = healthy_quarantined;
