@@ -5,6 +5,7 @@
 // over the store; the ssh provider makes every pool decision with hf_pool's pure functions
 // and writes the records it changes through update(). docs/ssh-provider.md.
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ class MachineInventory {
   /// the registry's), each at the revision it was read at, in one transaction. Aborted when
   /// any of them changed since (nothing is written); NotFound for an unknown id.
   virtual Status update(std::span<const PoolMachine> changed) = 0;
+  /// Hot spares an operator asked to keep per instance type (`hyperfleet machines spares`);
+  /// types not listed keep none. Feeds hf_pool's PoolPolicy::spare_target.
+  virtual StatusOr<std::map<std::string, int, std::less<>>> spareTargets() = 0;
 };
 
 }  // namespace hf::provider
