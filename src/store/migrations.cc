@@ -119,6 +119,24 @@ WHERE json_valid(body) AND json_type(body, '$.recovery.Started') = 'true'
   AND json_type(body, '$.recovery.RequestedAt') IN ('integer', 'real')
   AND json_type(body, '$.recovery.StartedAt') IS NULL;
 )sql",
+      // 4: registered machines (`hyperfleet machines`, issue 18) and hot-spare targets per
+      // instance type. One machine per (address, port). IF NOT EXISTS: a test rewinds
+      // user_version to replay earlier migrations on a current file.
+      R"sql(
+CREATE TABLE IF NOT EXISTS machines (
+  id TEXT PRIMARY KEY,
+  address TEXT NOT NULL,
+  port INTEGER NOT NULL,
+  instance_type TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS machines_by_address ON machines (address, port);
+CREATE TABLE IF NOT EXISTS spare_targets (
+  instance_type TEXT PRIMARY KEY,
+  count INTEGER NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }

@@ -92,6 +92,8 @@ StatusOr<int64_t> SqliteStore::apply(sqlite::Database& db, const WriteBatch& b) 
   for (const auto& w : b.scheduler_resources) {
     HF_RETURN_IF_ERROR(WriteSchedulerResource(db, w, rev));
   }
+  for (const auto& w : b.machines) HF_RETURN_IF_ERROR(WriteMachine(db, w, rev));
+  for (const auto& w : b.spare_targets) HF_RETURN_IF_ERROR(WriteSpareTarget(db, w));
   for (const auto& e : b.events) HF_RETURN_IF_ERROR(AppendEvent(db, e));
   for (const auto& t : b.tags) HF_RETURN_IF_ERROR(WriteTags(db, t));
   for (const auto& w : b.clusters) {

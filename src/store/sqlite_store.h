@@ -7,6 +7,7 @@
 //   nodes.cc                nodes: row codec, reads, group counts, writes
 //   events_tags.cc          events and tags: reads and writes
 //   scheduler_resources.cc  task-governance objects and their versions
+//   machines.cc             registered machines and hot-spare targets
 //   keyset.{h,cc}           NextTokens and keyset pagination
 //   statements.{h,cc}       reading rows, running writes, the compare-and-swap check
 //   migrations.cc           the schema
@@ -57,6 +58,9 @@ class SqliteStore final : public Store {
                                                               int version) override;
   StatusOr<std::vector<model::SchedulerResource>> schedulerResources(
       const std::string& kind, const std::string& cluster_id) override;
+  StatusOr<std::vector<MachineRecord>> machines() override;
+  StatusOr<MachineRecord> machine(const std::string& id) override;
+  StatusOr<std::map<std::string, int, std::less<>>> spareTargets() override;
 
  private:
   /// Runs `fn(db)` with a read connection from the pool (the writer for in-memory stores).
@@ -118,5 +122,10 @@ Status WriteTags(sqlite::Database& db, const TagWrite& t);
 /// (scheduler_resources.cc). Errors: FailedPrecondition (compare-and-swap, a cluster gone).
 Status WriteSchedulerResource(sqlite::Database& db, const SchedulerResourceWrite& w,
                               int64_t rev);
+/// Inserts, updates or deletes machine `w` (machines.cc). Errors: FailedPrecondition
+/// (compare-and-swap, or another machine at the same address and port).
+Status WriteMachine(sqlite::Database& db, const MachineWrite& w, int64_t rev);
+/// Sets or removes (count 0) one hot-spare target (machines.cc).
+Status WriteSpareTarget(sqlite::Database& db, const SpareTargetWrite& w);
 
 }  // namespace hf::store

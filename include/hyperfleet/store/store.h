@@ -14,6 +14,7 @@
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/model/cluster.h"
 #include "hyperfleet/model/governance.h"
+#include "hyperfleet/store/machine_record.h"
 
 namespace hf::store {
 
@@ -51,6 +52,20 @@ struct SchedulerResourceWrite {
   bool erase = false;
 };
 
+/// One registered machine's write (insert when expected_revision == kMustNotExist); `erase`
+/// deletes it. Two machines never share (address, port).
+struct MachineWrite {
+  MachineRecord machine;
+  int64_t expected_revision = kMustNotExist;
+  bool erase = false;
+};
+
+/// The hot spares to keep for one instance type; count 0 removes the target.
+struct SpareTargetWrite {
+  std::string instance_type;
+  int count = 0;
+};
+
 /// An atomic unit of writes. Events are appended (they have no revision).
 struct WriteBatch {
   std::vector<ClusterWrite> clusters;
@@ -58,9 +73,11 @@ struct WriteBatch {
   std::vector<model::Event> events;
   std::vector<TagWrite> tags;
   std::vector<SchedulerResourceWrite> scheduler_resources;
+  std::vector<MachineWrite> machines;
+  std::vector<SpareTargetWrite> spare_targets;
   bool empty() const {
     return clusters.empty() && nodes.empty() && events.empty() && tags.empty() &&
-           scheduler_resources.empty();
+           scheduler_resources.empty() && machines.empty() && spare_targets.empty();
   }
 };
 
@@ -188,6 +205,20 @@ class Store {
   /// ordered by id.
   virtual StatusOr<std::vector<model::SchedulerResource>> schedulerResources(
       const std::string& kind, const std::string& cluster_id) = 0;
+
+  /// Every registered machine, ordered by id. (A store without machines, e.g. a wrapper
+  /// in a test, answers Unimplemented.)
+  virtual StatusOr<std::vector<MachineRecord>> machines() {
+    return absl::UnimplementedError("this store keeps no machines");
+  }
+  /// The machine with id `id`; NotFound when none.
+  virtual StatusOr<MachineRecord> machine(const std::string& /*id*/) {
+    return absl::UnimplementedError("this store keeps no machines");
+  }
+  /// Hot spares to keep per instance type (only types with a target).
+  virtual StatusOr<std::map<std::string, int, std::less<>>> spareTargets() {
+    return absl::UnimplementedError("this store keeps no machines");
+  }
 };
 
 /// Opens (creating if needed) the SQLite store at `path` in WAL mode and migrates its
