@@ -302,10 +302,29 @@ def _slot_in_use_by_others(n):
     return f" 10.250.{n}." in _run(["ip", "-4", "-o", "addr", "show"]).stdout
 
 
+def _clean_stale():
+    """Removes the fleets of runs that were killed: slots with resources but a free lock."""
+    slots = set()
+    if os.path.isdir(STATE):
+        slots |= {int(e) for e in os.listdir(STATE) if e.isdigit()}
+    slots |= {int(m.group(1)) for l in _links() if (m := re.match(r"^hfsm(\d+)(v\d+)?$", l))}
+    if os.path.isdir("/run/netns"):
+        slots |= {int(m.group(1)) for e in os.listdir("/run/netns")
+                  if (m := re.match(r"^hfsm(\d+)-\d+$", e))}
+    for n in sorted(slots):
+        with open(os.path.join(STATE, f"{n}.lock"), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live fleet
+            _teardown_slot(n)
+
+
 def _claim_slot():
-    """Takes the first free fleet slot (1..254), removing stale fleets (their lock is free)
-    on the way. Returns (n, the open lock file, held until close)."""
+    """Takes the first free fleet slot (1..254), after removing stale fleets. Returns (n, the
+    open lock file, held until close)."""
     os.makedirs(STATE, mode=0o700, exist_ok=True)
+    _clean_stale()
     for n in range(1, 255):
         lock = open(os.path.join(STATE, f"{n}.lock"), "a")
         try:
@@ -313,7 +332,6 @@ def _claim_slot():
         except BlockingIOError:
             lock.close()
             continue
-        _teardown_slot(n)  # a fleet of a run that was killed
         if _slot_in_use_by_others(n):
             lock.close()
             continue
@@ -657,7 +675,10 @@ def _supervise(machine_dir):
     argv = ["systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
             "-D", m["root"], f"--machine={m['name']}", f"--hostname={m['name']}",
             f"--network-namespace-path=/run/netns/{m['netns']}", "--resolv-conf=off",
-            "--timezone=off", "--link-journal=no", "--console=read-only"]
+            "--timezone=off", "--link-journal=no", "--console=read-only",
+            # Root of a real machine configures its own network (IMDS address, routes);
+            # this one only its own namespace.
+            "--capability=CAP_NET_ADMIN"]
     if m["fuse"]:
         argv.append("--bind=/dev/fuse")
     try:  # counted across kill() and start() too
