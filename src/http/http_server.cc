@@ -3,7 +3,9 @@
 // two threads at once and needs no locks. A session only occupies a thread while its handler
 // runs: between requests it is an outstanding async read (a socket, a ~512-byte buffer, a
 // parser and the request deadline's timer), which is what keeps thousands of idle keep-alive
-// connections cheap.
+// connections cheap. With a TLS certificate (HttpServerOptions::tls_certificate_pem) a
+// session first completes a TLS handshake; its reads and writes then go through an
+// asio::ssl::stream layered over the same tcp_stream, whose timeouts still apply.
 #include "hyperfleet/http/http_server.h"
 
 #include <pthread.h>
@@ -16,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
@@ -104,6 +107,7 @@ class Session;
 struct ServerCore {
   HttpServerOptions options;
   HttpHandler handler;
+  std::unique_ptr<asio::ssl::context> tls;  // set: every connection is TLS
 
   std::mutex mu;
   bool stopping_locked = false;                // guarded by mu; mirrors `stopping`
@@ -129,7 +133,9 @@ struct ServerCore {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(ServerCore& core, tcp::socket socket)
-      : core_(core), stream_(std::move(socket)), request_timer_(stream_.get_executor()) {}
+      : core_(core), stream_(std::move(socket)), request_timer_(stream_.get_executor()) {
+    if (core_.tls) tls_ = std::make_unique<TlsStream>(stream_, *core_.tls);
+  }
 
   ~Session() {
     if (registered_) {
@@ -150,7 +156,8 @@ class Session : public std::enable_shared_from_this<Session> {
       registered_ = true;
     }
     asio::dispatch(stream_.get_executor(),
-                   beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
+                   beast::bind_front_handler(tls_ ? &Session::Handshake : &Session::ReadHeader,
+                                             shared_from_this()));
   }
 
   // Posted by HttpServer::stop(). Idle or half-read connections close now; a response being
@@ -177,6 +184,36 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   enum class State { kReading, kWriting, kLingering, kClosed };
+  using TlsStream = asio::ssl::stream<beast::tcp_stream&>;
+
+  // Runs `op` on what carries HTTP: the TLS layer when there is one, else the TCP stream.
+  template <class Op>
+  void WithStream(Op&& op) {
+    if (tls_) {
+      op(*tls_);
+    } else {
+      op(stream_);
+    }
+  }
+
+  // TLS first, within the request deadline; a failed handshake (plain HTTP, a client that
+  // refuses our certificate) closes the connection without a word.
+  void Handshake() {
+    if (core_.stopping) return Close();
+    state_ = State::kReading;
+    stream_.expires_after(core_.request_timeout());
+    tls_->async_handshake(asio::ssl::stream_base::server,
+                          beast::bind_front_handler(&Session::OnHandshake, shared_from_this()));
+  }
+
+  void OnHandshake(beast::error_code ec) {
+    if (state_ == State::kClosed) return;
+    if (ec) {
+      spdlog::debug("TLS handshake failed: {}", ec.message());
+      return Close();
+    }
+    ReadHeader();
+  }
 
   void ReadHeader() {
     if (core_.stopping) return Close();
@@ -197,8 +234,10 @@ class Session : public std::enable_shared_from_this<Session> {
     request_timer_.expires_after(core_.request_timeout());
     request_timer_.async_wait(beast::bind_front_handler(&Session::OnRequestDeadline,
                                                         shared_from_this(), request_number_));
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
+    WithStream([&](auto& stream) {
+      bhttp::async_read_header(stream, buffer_, *parser_,
+                               beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
+    });
   }
 
   // The request that began `request_number` is still being read: abort its read (it
@@ -221,8 +260,11 @@ class Session : public std::enable_shared_from_this<Session> {
       // The client waits for this before sending the body (curl does so for large bodies).
       state_ = State::kWriting;
       stream_.expires_after(core_.io_timeout());
-      asio::async_write(stream_, asio::buffer(kContinueResponse.data(), kContinueResponse.size()),
-                        beast::bind_front_handler(&Session::OnContinueWritten, shared_from_this()));
+      WithStream([&](auto& stream) {
+        asio::async_write(
+            stream, asio::buffer(kContinueResponse.data(), kContinueResponse.size()),
+            beast::bind_front_handler(&Session::OnContinueWritten, shared_from_this()));
+      });
       return;
     }
     ReadBody();
@@ -239,8 +281,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (request_timed_out_) return OnReadError(beast::error::timeout);
     state_ = State::kReading;
     stream_.expires_after(core_.io_timeout());
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      beast::bind_front_handler(&Session::OnBody, shared_from_this()));
+    WithStream([&](auto& stream) {
+      bhttp::async_read(stream, buffer_, *parser_,
+                        beast::bind_front_handler(&Session::OnBody, shared_from_this()));
+    });
   }
 
   void OnBody(beast::error_code ec, std::size_t /*bytes*/) {
@@ -400,9 +444,11 @@ class Session : public std::enable_shared_from_this<Session> {
         beast::bind_front_handler(&Session::OnWrite, shared_from_this(), keep_alive, linger);
     if (request_is_head_) {
       head_serializer_ = std::make_unique<bhttp::response_serializer<bhttp::string_body>>(out);
-      bhttp::async_write_header(stream_, *head_serializer_, std::move(on_write));
+      WithStream([&](auto& stream) {
+        bhttp::async_write_header(stream, *head_serializer_, std::move(on_write));
+      });
     } else {
-      bhttp::async_write(stream_, out, std::move(on_write));
+      WithStream([&](auto& stream) { bhttp::async_write(stream, out, std::move(on_write)); });
     }
   }
 
@@ -430,6 +476,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto now = Clock::now();
     if (core_.stopping || now >= linger_deadline_) return Close();
     stream_.expires_after(std::min<Clock::duration>(kLingerReadTimeout, linger_deadline_ - now));
+    // Raw bytes even under TLS: they are discarded, so there is nothing to decrypt.
     stream_.async_read_some(buffer_.prepare(kLingerChunk),
                             beast::bind_front_handler(&Session::OnLinger, shared_from_this()));
   }
@@ -453,6 +500,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ServerCore& core_;
   beast::tcp_stream stream_;
+  std::unique_ptr<TlsStream> tls_;  // over stream_ when the server is TLS
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   // Allocated only while a response is being written (~0.5 KiB an idle connection need not
@@ -474,13 +522,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class BeastHttpServer final : public HttpServer {
  public:
-  BeastHttpServer(const HttpServerOptions& options, HttpHandler handler)
+  BeastHttpServer(const HttpServerOptions& options, HttpHandler handler,
+                  std::unique_ptr<asio::ssl::context> tls)
       : ioc_(options.io_threads),
         accept_strand_(asio::make_strand(ioc_)),
         acceptor_(accept_strand_),
         accept_timer_(accept_strand_) {
     core_.options = options;
     core_.handler = std::move(handler);
+    core_.tls = std::move(tls);
   }
 
   ~BeastHttpServer() override { stop(); }
@@ -623,6 +673,39 @@ class BeastHttpServer final : public HttpServer {
   bool stopped_ = false;  // guarded by stop_mu_
 };
 
+// The TLS context of options.tls_*, or null for plain HTTP. InvalidArgument when the
+// certificate or key is missing, unreadable or unmatched, or upgrades are asked for too.
+StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const HttpServerOptions& options) {
+  if (options.tls_certificate_pem.empty() && options.tls_private_key_pem.empty()) {
+    return std::unique_ptr<asio::ssl::context>();
+  }
+  if (options.tls_certificate_pem.empty() || options.tls_private_key_pem.empty()) {
+    return absl::InvalidArgumentError("HttpServerOptions: a TLS certificate needs its key");
+  }
+  if (options.wants_upgrade || options.on_upgrade) {
+    return absl::InvalidArgumentError("HttpServerOptions: TLS does not support upgrades");
+  }
+  auto tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_2_VERSION);
+  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::single_dh_use);
+  beast::error_code ec;
+  tls->use_certificate_chain(
+      asio::buffer(options.tls_certificate_pem.data(), options.tls_certificate_pem.size()), ec);
+  if (!ec) {
+    tls->use_private_key(
+        asio::buffer(options.tls_private_key_pem.data(), options.tls_private_key_pem.size()),
+        asio::ssl::context::pem, ec);
+  }
+  if (!ec && SSL_CTX_check_private_key(tls->native_handle()) != 1) {
+    return absl::InvalidArgumentError("HttpServerOptions: the TLS key is not the certificate's");
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HttpServerOptions: TLS certificate or key refused: ", ec.message()));
+  }
+  return tls;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
@@ -634,7 +717,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
         ">= 1 and stop_grace_seconds >= 0");
   }
   if (!handler) return absl::InvalidArgumentError("HttpServer::Start: no handler");
-  auto server = std::make_unique<BeastHttpServer>(options, std::move(handler));
+  HF_ASSIGN_OR_RETURN(auto tls, MakeTlsContext(options));
+  auto server = std::make_unique<BeastHttpServer>(options, std::move(handler), std::move(tls));
   HF_RETURN_IF_ERROR(server->Listen());
   server->Run();
   return std::unique_ptr<HttpServer>(std::move(server));

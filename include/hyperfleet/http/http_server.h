@@ -47,6 +47,13 @@ struct HttpServerOptions {
   /// none). The server adopts a duplicate, so the caller keeps and closes its own fd. Used
   /// for sockets created inside another network namespace (the local provider's IMDS).
   int listen_fd = -1;
+  /// HTTPS: when the certificate is set, every connection first completes a TLS handshake
+  /// (TLS 1.2 or later, within request_timeout) with this PEM certificate (chain) and PEM
+  /// private key; a connection that does not (plain HTTP included) is closed without a
+  /// byte of HTTP, so nothing it sent reaches the handler. Empty: plain HTTP. Not combinable
+  /// with upgrades (wants_upgrade/on_upgrade).
+  std::string tls_certificate_pem;
+  std::string tls_private_key_pem;
   /// Connection takeover for protocol upgrades (WebSocket sessions). When both are set and
   /// `wants_upgrade` returns true for a complete request (called on an I/O thread: keep it
   /// cheap, e.g. a path check), the server calls `on_upgrade` instead of the handler and
@@ -77,8 +84,9 @@ class HttpServer {
   virtual void stop() = 0;
 
   /// Binds and starts serving. Errors: InvalidArgument for nonsensical options (io_threads
-  /// or I/O timeout below 1, request timeout below 1 ms, negative stop grace, no handler); Unavailable, naming the
-  /// address, when it cannot be resolved or bound.
+  /// or I/O timeout below 1, request timeout below 1 ms, negative stop grace, no handler;
+  /// a TLS certificate without its key or with upgrades, or one OpenSSL refuses);
+  /// Unavailable, naming the address, when it cannot be resolved or bound.
   /// Malformed HTTP gets 400 {"__type":"SerializationException",...}; bodies over
   /// max_body_bytes get 413 with body {"__type":"RequestEntityTooLargeException",
   /// "message":...}; both close the connection.
