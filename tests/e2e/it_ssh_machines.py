@@ -155,6 +155,15 @@ class ThreeMachines(unittest.TestCase):
                            "ssh after link_up")
         self.assertEqual(m.ssh("ls /root/ran-while-down").returncode, 2)
 
+    def test_poweroff_ends_every_process_and_start_boots_again(self):
+        m = self.fleet.machines[1]
+        pids = m.pids()
+        m.poweroff()
+        self.assertEqual(alive(pids), [])
+        self.assertEqual(m.ssh("true", connect_timeout=2).returncode, 255)
+        m.start()
+        m.ssh("true", check=True)
+
     def test_reboot_over_ssh_boots_it_again(self):
         m = self.fleet.machines[0]
         boot_before, count_before = m.boot_id(), m.reboot_count

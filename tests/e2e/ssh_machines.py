@@ -492,6 +492,19 @@ class Machine:
             self._supervisor.wait()
             self._supervisor = None
 
+    def poweroff(self, timeout=30.0):
+        """A clean shutdown over ssh (`systemctl poweroff`); returns once no process of the
+        machine is left. start() boots it again."""
+        self.ssh("systemctl poweroff", timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} did not power off within {timeout}s")
+            time.sleep(0.05)
+        if self._supervisor is not None:
+            self._supervisor.wait()
+            self._supervisor = None
+
     def link_down(self):
         """Takes the machine's network link down: connections to it time out."""
         _run(["ip", "-n", self.netns, "link", "set", "eth0", "down"])
@@ -567,10 +580,17 @@ def _close_all():
 
 
 class Fleet:
-    """`n` test machines of `layer` ("site" or "bare") on a bridge of their own; a context
-    manager. `slot` picks 10.250.<slot>.0/24 (default: the first free one)."""
+    """`n` test machines of `layer` ("site" or "bare") on bridge hfsm<slot>, subnet
+    10.250.<slot>.0/24; a context manager. `slot` (1..254) or `subnet` ("10.250.<slot>.0/24")
+    picks it; by default the first free one. `timeout`: seconds a machine may take to answer
+    ssh after it is started."""
 
-    def __init__(self, n, layer="site", slot=None, boot=True, timeout=120.0):
+    def __init__(self, n, layer="site", slot=None, subnet=None, boot=True, timeout=120.0):
+        if subnet is not None:
+            m = re.fullmatch(r"10\.250\.(\d+)\.0/24", subnet)
+            if not m or not 1 <= int(m.group(1)) <= 254:
+                raise ValueError(f"subnet {subnet!r}: must be 10.250.N.0/24 with N in 1..254")
+            slot = int(m.group(1))
         self.n = n
         self.layer = layer
         self.requested_slot = slot
