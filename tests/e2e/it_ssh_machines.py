@@ -144,11 +144,12 @@ class ThreeMachines(unittest.TestCase):
         m.link_down()
         try:
             started = time.monotonic()
-            r = m.ssh("touch /root/ran-while-down", connect_timeout=2)
+            # Longer than the host's ARP probes last (~3 s): still a timeout, not "No route".
+            r = m.ssh("touch /root/ran-while-down", connect_timeout=5)
             elapsed = time.monotonic() - started
             self.assertEqual(r.returncode, 255)
             self.assertIn("timed out", r.stderr)
-            self.assertGreaterEqual(elapsed, 1.9)
+            self.assertGreaterEqual(elapsed, 4.9)
         finally:
             m.link_up()
         harness.wait_until(lambda: m.ssh("true", connect_timeout=2).returncode == 0, 20,

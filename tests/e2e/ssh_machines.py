@@ -506,11 +506,18 @@ class Machine:
             self._supervisor = None
 
     def link_down(self):
-        """Takes the machine's network link down: connections to it time out."""
+        """Takes the machine's network link down: connections to it time out (also after the
+        host's ARP entry would have expired: it is pinned, so the host keeps sending frames
+        into the dead link rather than answering "No route to host")."""
+        out = _run(["ip", "-n", self.netns, "-o", "link", "show", "eth0"]).stdout
+        mac = out.split("link/ether ", 1)[1].split()[0]
+        _run(["ip", "neigh", "replace", self.address, "lladdr", mac, "dev",
+              f"hfsm{self.fleet.slot}", "nud", "permanent"])
         _run(["ip", "-n", self.netns, "link", "set", "eth0", "down"])
 
     def link_up(self):
         _run(["ip", "-n", self.netns, "link", "set", "eth0", "up"])
+        _run(["ip", "neigh", "del", self.address, "dev", f"hfsm{self.fleet.slot}"], check=False)
 
     @property
     def reboot_count(self):
