@@ -1,7 +1,7 @@
-// The local provider's IMDSv2 answers (src/provider/local/imds.h), decided from the request,
+// IMDSv2's answers (include/hyperfleet/imds/imds.h), decided from the request,
 // the asking node and an injected time: tokens, their expiry, and what a node reads. Pure,
 // no root.
-#include "provider/local/imds.h"
+#include "hyperfleet/imds/imds.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace hf::provider::local {
+namespace hf::imds {
 namespace {
 
 using std::chrono::seconds;
@@ -125,4 +125,4 @@ TEST(Imds, WhatANodeReads) {
 }
 
 }  // namespace
-}  // namespace hf::provider::local
+}  // namespace hf::imds
