@@ -80,6 +80,17 @@ class ThreeMachines(unittest.TestCase):
             seen.add((machine_id, key))
         self.assertEqual(len(seen), 3, "machine-ids and host keys must differ")
 
+    def test_site_layer_has_the_node_packages_installed_but_off(self):
+        m = self.fleet.machines[2]
+        packages = ssh_machines.site_packages()
+        self.assertIn("slurmd", packages)
+        self.assertNotIn("libcurl4", packages)  # packages.txt's last section: not installed
+        r = m.ssh("dpkg-query -W -f '${Status}\\n' " + " ".join(packages), check=True)
+        self.assertEqual(set(r.stdout.splitlines()), {"install ok installed"})
+        r = m.ssh("systemctl is-enabled munge slurmd slurmctld slurmdbd mariadb")
+        self.assertEqual(set(r.stdout.split()), {"disabled"})
+        self.assertEqual(m.ssh("test -e /etc/ssh/ssh_host_rsa_key").returncode, 1)
+
     def test_wrong_pinned_key_is_refused_and_runs_nothing(self):
         a, b = self.fleet.machines[0], self.fleet.machines[1]
         with tempfile.NamedTemporaryFile("w", suffix=".known_hosts") as wrong:
@@ -116,6 +127,12 @@ class ThreeMachines(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, "machines reach each other")
             finally:
                 m.ssh("ip route del default", check=True)
+
+    def test_a_login_user_with_sudo(self):
+        m = self.fleet.machines[0]
+        m.add_login_user("operator1")
+        r = m.ssh("id -un; sudo -n id -u", user="operator1", check=True)
+        self.assertEqual(r.stdout.split(), ["operator1", "0"])
 
     def test_kill_refuses_within_a_second_and_start_boots_the_same_disk(self):
         m = self.fleet.machines[2]

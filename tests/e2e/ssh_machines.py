@@ -560,11 +560,22 @@ class Machine:
             argv.append(command)
         return argv
 
+    def add_login_user(self, name):
+        """Creates user `name` (over ssh as root) who logs in with the fleet's key and has
+        password-less sudo, as an operator's ssh user on a real server. Idempotent."""
+        self.ssh(f"id -u {name} >/dev/null 2>&1 || useradd -m -s /bin/bash {name}; "
+                 f"echo '{name} ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-{name}; "
+                 f"chmod 440 /etc/sudoers.d/90-{name}; "
+                 f"install -d -m 700 -o {name} -g {name} ~{name}/.ssh; "
+                 f"install -m 600 -o {name} -g {name} /root/.ssh/authorized_keys ~{name}/.ssh/",
+                 check=True)
+
     def ssh(self, command, timeout=60, check=False, input=None, known_hosts=None,
-            connect_timeout=5):
-        """Runs `command` (a shell line) on the machine as root; a CompletedProcess (text).
-        Exit 255 is ssh's own failure (refused, timed out, host key)."""
-        r = subprocess.run(self.ssh_argv(command, known_hosts, connect_timeout),
+            connect_timeout=5, user="root"):
+        """Runs `command` (a shell line) on the machine as `user` (root by default); a
+        CompletedProcess (text). Exit 255 is ssh's own failure (refused, timed out, host
+        key)."""
+        r = subprocess.run(self.ssh_argv(command, known_hosts, connect_timeout, user),
                            input=input, capture_output=True, text=True, timeout=timeout,
                            env=ENV, stdin=None if input is not None else subprocess.DEVNULL)
         if check and r.returncode != 0:
