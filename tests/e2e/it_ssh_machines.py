@@ -210,8 +210,16 @@ def host_address_outside():
 @unittest.skipUnless(os.geteuid() == 0, "needs root (network namespaces, systemd-nspawn)")
 class Cleanup(unittest.TestCase):
     def test_close_leaves_nothing(self):
-        with ssh_machines.Fleet(2) as fleet:
+        old_umask = os.umask(0o077)  # a caller's umask does not reach the machines
+        try:
+            fleet = ssh_machines.Fleet(2).start()
+        finally:
+            os.umask(old_umask)
+        with fleet:
             slot = fleet.slot
+            r = fleet.machines[1].ssh("stat -c %a / /etc/hostname /root/.ssh/authorized_keys",
+                                      check=True)
+            self.assertEqual(r.stdout.split(), ["755", "644", "600"])
             pids = set().union(*(m.pids() for m in fleet.machines))
             fleet.machines[0].kill()  # a killed machine is cleaned up too
             self.assertNotEqual(host_state(slot), EMPTY)

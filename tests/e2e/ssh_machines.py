@@ -119,6 +119,7 @@ def ensure_image(layer="site"):
         tmp = d + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)  # a build that died: its mounts died with it
         os.makedirs(tmp)
+        os.chmod(tmp, 0o755)
         if layer == "bare":
             argv = ["bash", os.path.join(RECIPE, "build.sh"), "bare", os.path.join(tmp, "rootfs")]
         else:
@@ -383,7 +384,8 @@ class Machine:
     # -- creation ----------------------------------------------------------------------------
     def _create(self):
         for d in ("upper", "work", "root"):
-            os.makedirs(os.path.join(self.dir, d), mode=0o755)
+            os.makedirs(os.path.join(self.dir, d))
+            os.chmod(os.path.join(self.dir, d), 0o755)  # the machine's "/": not the umask's
         _run(["mount", "-t", "overlay", "overlay", "-o",
               f"lowerdir={self.fleet.lower},upperdir={self.dir}/upper,workdir={self.dir}/work",
               self.root])
@@ -692,7 +694,7 @@ class Fleet:
             _open_fleets.discard(self)
 
     def __enter__(self):
-        return self.start()
+        return self if self._lock is not None else self.start()  # start() may come first
 
     def __exit__(self, *exc):
         self.close()
