@@ -602,10 +602,16 @@ def _close_all():
 class Fleet:
     """`n` test machines of `layer` ("site" or "bare") on bridge hfsm<slot>, subnet
     10.250.<slot>.0/24; a context manager. `slot` (1..254) or `subnet` ("10.250.<slot>.0/24")
-    picks it; by default the first free one. `timeout`: seconds a machine may take to answer
-    ssh after it is started."""
+    picks it (or `bridge`, "hfsm<slot>"); by default the first free one. `timeout`: seconds
+    a machine may take to answer ssh after it is started."""
 
-    def __init__(self, n, layer="site", slot=None, subnet=None, boot=True, timeout=120.0):
+    def __init__(self, n, layer="site", slot=None, subnet=None, bridge=None, boot=True,
+                 timeout=120.0):
+        if bridge is not None:  # names derive from the slot: how a stale fleet is found
+            m = re.fullmatch(r"hfsm(\d+)", bridge)
+            if not m or not 1 <= int(m.group(1)) <= 254:
+                raise ValueError(f"bridge {bridge!r}: must be hfsmN with N in 1..254")
+            slot = int(m.group(1))
         if subnet is not None:
             m = re.fullmatch(r"10\.250\.(\d+)\.0/24", subnet)
             if not m or not 1 <= int(m.group(1)) <= 254:
@@ -630,9 +636,18 @@ class Fleet:
         else:
             self.slot = self.requested_slot
             os.makedirs(STATE, mode=0o700, exist_ok=True)
-            self._lock = open(os.path.join(STATE, f"{self.slot}.lock"), "a")
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _teardown_slot(self.slot)
+            lock = open(os.path.join(STATE, f"{self.slot}.lock"), "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                raise RuntimeError(f"test-machine slot {self.slot} is used by a running fleet")
+            _teardown_slot(self.slot)  # a stale fleet's
+            if _slot_in_use_by_others(self.slot):
+                lock.close()
+                raise RuntimeError(f"10.250.{self.slot}.0/24 or hfsm{self.slot} is in use on "
+                                   "this host")
+            self._lock = lock
         with _open_lock:
             _open_fleets.add(self)
         try:
