@@ -134,6 +134,20 @@ class ThreeMachines(unittest.TestCase):
         r = m.ssh("id -un; sudo -n id -u", user="operator1", check=True)
         self.assertEqual(r.stdout.split(), ["operator1", "0"])
 
+    def test_sshfs_mounts_inside_a_machine(self):
+        # /dev/fuse is bound in: sshfs in passive mode (SFTP on stdin/stdout, as /fsx is
+        # served to machines) mounts, reads and writes.
+        m = self.fleet.machines[1]
+        r = m.ssh("set -e; mkdir -p /srv/fuse-src /mnt/fuse; echo hi > /srv/fuse-src/f; "
+                  "rm -f /tmp/sftp-in /tmp/sftp-out; mkfifo /tmp/sftp-in /tmp/sftp-out; "
+                  "(/usr/lib/openssh/sftp-server </tmp/sftp-in >/tmp/sftp-out 2>/dev/null &); "
+                  "(sshfs -o passive :/srv/fuse-src /mnt/fuse >/tmp/sftp-in </tmp/sftp-out "
+                  "2>/dev/null &); "
+                  "for i in $(seq 50); do mountpoint -q /mnt/fuse && break; sleep 0.1; done; "
+                  "cat /mnt/fuse/f; echo w > /mnt/fuse/g; cat /srv/fuse-src/g; "
+                  "fusermount3 -u /mnt/fuse", timeout=30)
+        self.assertEqual((r.returncode, r.stdout), (0, "hi\nw\n"), r.stderr)
+
     def test_kill_refuses_within_a_second_and_start_boots_the_same_disk(self):
         m = self.fleet.machines[2]
         m.ssh("echo kept > /root/disk-mark", check=True)
