@@ -5,7 +5,6 @@ again, and nothing of a fleet outlives it, even when its test process was killed
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
