@@ -2,6 +2,9 @@
 # The "AMI layer": turns a Debian rootfs with packages.txt installed into what a HyperPod
 # lifecycle script may rely on (docs/hyperpod-contract.md "The machine"). Idempotent.
 # usage: bash ami-layer.sh ROOTFS   (root; needs no network)
+# ROOTFS / is the machine mode (the ssh provider, on a registered machine): the same layer
+# applied to the running system, which keeps its apt sources, identity (machine-id, hostname,
+# hosts, resolv.conf) and units; the provider enables the agent with the node's identity.
 set -euo pipefail
 # Modes must not follow the caller's umask (daemons read these as their own users): 022 here,
 # and explicit modes for everything created below.
@@ -10,7 +13,10 @@ R=${1:?usage: ami-layer.sh ROOTFS}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LC_ALL=C
 unset LANG LANGUAGE
+MACHINE=0
+[ "$R" = / ] && MACHINE=1
 in_root() {
+  if [ "$MACHINE" = 1 ]; then "$@"; return; fi
   unshare --mount --propagation private -- /bin/sh -c '
     R=$1; shift
     mount -t proc proc "$R/proc" && mount --rbind /dev "$R/dev" && exec chroot "$R" "$@"' \
@@ -18,12 +24,14 @@ in_root() {
 }
 
 # What a node's apt sees (the build mirror may be a host-local one).
+if [ "$MACHINE" = 0 ]; then
 cat > "$R/etc/apt/sources.list" <<S
 deb http://deb.debian.org/debian bookworm main
 deb http://deb.debian.org/debian bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 S
 chmod 644 "$R/etc/apt/sources.list"
+fi
 
 # User ubuntu (uid/gid 1000) with passwordless sudo, as on HyperPod's AMI.
 if ! in_root id -u ubuntu >/dev/null 2>&1; then
@@ -80,6 +88,12 @@ install -m 644 "$HERE/ami/dlami-nvme.service" "$R/lib/systemd/system/"
 
 # At boot only munge, dlami-nvme (and the agent) run; lifecycle scripts enable Slurm and MariaDB.
 in_root systemctl disable slurmd.service slurmctld.service slurmdbd.service mariadb.service
+if [ "$MACHINE" = 1 ]; then
+  in_root systemctl daemon-reload
+  in_root systemctl enable munge.service dlami-nvme.service
+  echo "ami-layer: slurm $version (machine)"
+  exit 0
+fi
 in_root systemctl enable munge.service dlami-nvme.service hyperfleet-agent.service
 # Units a node does not need that cost memory or can hang in a container.
 for unit in console-getty.service systemd-networkd-wait-online.service \
