@@ -1,0 +1,430 @@
+// The ssh provider's state transitions against a fake ssh runner and an in-memory machine
+// inventory (the real ssh runs in tests/e2e/it_ssh_provider.py): allocation through hf_pool,
+// shortfall, provisioning steps and their retries, reboot, cleanup and release, quarantine,
+// hot spares, and adoption after a restart.
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "hyperfleet/common/fs.h"
+#include "hyperfleet/provider/ssh_provider.h"
+#include "provider/local/sys.h"
+
+namespace hf::provider {
+namespace {
+namespace fs = std::filesystem;
+using pool::MachineState;
+
+constexpr char kType[] = "ml.c5.large";
+
+class FakeInventory final : public MachineInventory {
+ public:
+  void add(const std::string& id, const std::string& address, const std::string& type = kType) {
+    PoolMachine pm;
+    pm.machine.id = id;
+    pm.machine.instance_type = type;
+    pm.access.address = address;
+    pm.revision = 1;
+    std::lock_guard lock(mu);
+    machines_[id] = pm;
+  }
+  StatusOr<std::vector<PoolMachine>> machines() override {
+    std::lock_guard lock(mu);
+    std::vector<PoolMachine> out;
+    for (auto& [id, pm] : machines_) out.push_back(pm);
+    return out;
+  }
+  Status update(std::span<const PoolMachine> changed) override {
+    std::lock_guard lock(mu);
+    for (const auto& c : changed) {
+      auto it = machines_.find(c.machine.id);
+      if (it == machines_.end()) return absl::NotFoundError(c.machine.id);
+      if (it->second.revision != c.revision) return absl::AbortedError("changed");
+    }
+    for (const auto& c : changed) {
+      auto& pm = machines_[c.machine.id];
+      pm.machine = c.machine;
+      ++pm.revision;
+    }
+    return absl::OkStatus();
+  }
+  StatusOr<std::map<std::string, int, std::less<>>> spareTargets() override {
+    std::lock_guard lock(mu);
+    return targets;
+  }
+  pool::Machine get(const std::string& id) {
+    std::lock_guard lock(mu);
+    return machines_.at(id).machine;
+  }
+  std::mutex mu;
+  std::map<std::string, int, std::less<>> targets;
+
+ private:
+  std::map<std::string, PoolMachine> machines_;
+};
+
+/// A machine as the fake ssh sees it.
+struct FakeMachine {
+  bool reachable = true;
+  int drops_left = 0;  // next scripts fail as a dropped connection
+  int boot = 1;
+  std::string binary_sha;
+  int base_runs = 0, identity_runs = 0, cleanups = 0, hosts_writes = 0, reboots = 0;
+  bool agent_running = false;
+  std::string identity_script;
+};
+
+class FakeSsh {
+ public:
+  StatusOr<ssh::SshResult> run(const ssh::SshTarget& t, std::string_view command,
+                               std::string_view input) {
+    std::lock_guard lock(mu);
+    FakeMachine& m = machines[t.address];
+    if (!m.reachable) return absl::UnavailableError("ssh: connect: Connection timed out");
+    const std::string in(input), cmd(command);
+    ssh::SshResult r;
+    if (absl::StrContains(cmd, "systemctl reboot")) {
+      ++m.boot;
+      ++m.reboots;
+      return absl::UnavailableError("Connection closed by remote host");
+    }
+    if (absl::StrContains(in, "@@step record")) {
+      if (m.drops_left > 0) {
+        --m.drops_left;
+        return absl::UnavailableError("Connection reset by peer");
+      }
+      ++m.base_runs;
+      r.out = "@@step record\n@@step packages\n@@step ami-layer\n@@base-ok\n";
+    } else if (absl::StrContains(cmd, "@@step binary")) {
+      m.binary_sha = local::Sha256Hex(in);
+      r.out = "@@step binary\n@@binary-ok\n";
+    } else if (absl::StrContains(in, "@@step identity")) {
+      ++m.identity_runs;
+      m.agent_running = true;
+      m.identity_script = in;
+      r.out = "@@step identity\n@@identity-ok\n";
+    } else if (absl::StrContains(in, "@@step cleanup")) {
+      ++m.cleanups;
+      m.agent_running = false;
+      m.binary_sha.clear();
+      r.out = "@@step cleanup\n@@clean\n";
+    } else if (absl::StrContains(in, "@@step hosts")) {
+      ++m.hosts_writes;
+    } else if (absl::StrContains(in, "boot_id=")) {
+      r.out = "boot_id=boot-" + std::to_string(m.boot) + "\nbtime=" +
+              std::to_string(1700000000 + 100 * m.boot) +
+              "\nkernel_release=6.1.0-test\nmachine=x86_64\nnvidia_version=\n" +
+              (m.binary_sha.empty() ? "" : "binary_sha256=" + m.binary_sha + "\n") +
+              "disk_free_kib=10000000\n";
+    } else {
+      r.exit_code = 127;
+      r.err = "unknown script";
+    }
+    return r;
+  }
+  FakeMachine& at(const std::string& address) {
+    std::lock_guard lock(mu);
+    return machines[address];
+  }
+  std::mutex mu;
+  std::map<std::string, FakeMachine> machines;
+};
+
+class SshProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ssh_provider_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    binary_ = (dir_ / "hyperfleet-node").string();
+    ASSERT_TRUE(WriteFileAtomically(binary_, "#!fake node binary\n", 0755).ok());
+  }
+  void TearDown() override {
+    provider_.reset();
+    fs::remove_all(dir_);
+  }
+  SshProvider::Options options() {
+    SshProvider::Options o;
+    o.data_dir = (dir_ / "data").string();
+    o.inventory = &inventory_;
+    o.node_binary = binary_;
+    o.agent_url = "https://10.250.0.1:9443";
+    o.agent_cert_sha256 = std::string(64, 'a');
+    o.agent_token = [](std::string_view id) { return "token-" + std::string(id); };
+    o.retry_delay = std::chrono::milliseconds(0);
+    o.spare_interval = std::chrono::hours(1);
+    o.ssh_run = [this](const ssh::SshTarget& t, std::string_view c, std::string_view i,
+                       Duration) { return ssh_.run(t, c, i); };
+    o.on_event = [this](const SshProviderEvent& e) {
+      std::lock_guard lock(events_mu_);
+      events_.push_back(e);
+    };
+    return o;
+  }
+  void start() {
+    auto p = SshProvider::Create(options());
+    ASSERT_TRUE(p.ok()) << p.status();
+    provider_ = std::move(*p);
+  }
+  InstanceSpec spec(const std::string& id) {
+    InstanceSpec s;
+    s.instance_id = id;
+    s.cluster_id = "c1";
+    s.cluster_name = "demo";
+    s.group = "workers";
+    s.instance_type = kType;
+    s.lifecycle = {{"SourceS3Uri", "s3://bucket/lcs/"}, {"OnCreate", "on_create.sh"}};
+    return s;
+  }
+  InstanceObservation only(const std::string& cluster = "c1") {
+    auto l = provider_->list(cluster);
+    EXPECT_TRUE(l.ok());
+    EXPECT_EQ(l->size(), 1u);
+    return l->empty() ? InstanceObservation{} : l->front();
+  }
+
+  fs::path dir_;
+  std::string binary_;
+  FakeInventory inventory_;
+  FakeSsh ssh_;
+  std::unique_ptr<SshProvider> provider_;
+  std::mutex events_mu_;
+  std::vector<SshProviderEvent> events_;
+};
+
+TEST_F(SshProviderTest, LaunchTakesAFreeMachineProvisionsItAndRuns) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());  // idempotent
+  provider_->waitIdleForTest();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kRunning) << o.message;
+  EXPECT_EQ(o.private_ip, "10.250.0.11");  // the machine's address, not a requested one
+  EXPECT_EQ(o.hostname, "ip-10-250-0-11");
+  EXPECT_EQ(o.boot_time, SystemTime(std::chrono::seconds(1700000100)));
+  const pool::Machine m = inventory_.get("m-000000000001");
+  EXPECT_EQ(m.state, MachineState::kInUse);
+  EXPECT_EQ(m.node, "i-1");
+  EXPECT_EQ(m.cluster, "c1");
+  FakeMachine& fm = ssh_.at("10.250.0.11");
+  EXPECT_EQ(fm.base_runs, 1);
+  EXPECT_EQ(fm.identity_runs, 1);
+  EXPECT_TRUE(fm.agent_running);
+  EXPECT_EQ(fm.binary_sha, local::Sha256Hex("#!fake node binary\n"));
+}
+
+TEST_F(SshProviderTest, NoFreeMachineFailsWithThePoolsShortfall) {
+  inventory_.add("m-000000000001", "10.250.0.11", "ml.p5.48xlarge");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kFailed);
+  EXPECT_TRUE(absl::StartsWith(o.message, "Insufficient capacity for ml.c5.large")) << o.message;
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+}
+
+/// The registry's view with every machine drained.
+class DrainedView final : public MachineInventory {
+ public:
+  explicit DrainedView(FakeInventory& inner) : inner_(inner) {}
+  StatusOr<std::vector<PoolMachine>> machines() override {
+    HF_ASSIGN_OR_RETURN(auto all, inner_.machines());
+    for (auto& pm : all) pm.drained = true;
+    return all;
+  }
+  Status update(std::span<const PoolMachine> c) override { return inner_.update(c); }
+  StatusOr<std::map<std::string, int, std::less<>>> spareTargets() override {
+    return inner_.spareTargets();
+  }
+
+ private:
+  FakeInventory& inner_;
+};
+
+TEST_F(SshProviderTest, DrainedMachinesAreNeverGrantedNorMadeSpares) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  inventory_.targets[kType] = 1;
+  DrainedView view(inventory_);
+  auto o = options();
+  o.inventory = &view;
+  auto p = SshProvider::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  provider_ = std::move(*p);
+  provider_->runSparePassForTest();
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  EXPECT_EQ(only().state, InstanceState::kFailed);
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+}
+
+TEST_F(SshProviderTest, DroppedSshIsRetriedThenFailsNamingTheStep) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  inventory_.add("m-000000000002", "10.250.0.12");
+  ssh_.at("10.250.0.11").drops_left = 2;  // fewer than the 3 attempts
+  ssh_.at("10.250.0.12").drops_left = 5;
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  ASSERT_TRUE(provider_->launch(spec("i-2")).ok());
+  provider_->waitIdleForTest();
+  auto l = *provider_->list("c1");
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].state, InstanceState::kRunning) << l[0].message;
+  EXPECT_EQ(l[1].state, InstanceState::kFailed);
+  EXPECT_TRUE(absl::StrContains(l[1].message, "step base")) << l[1].message;
+  EXPECT_TRUE(absl::StrContains(l[1].message, "3 times")) << l[1].message;
+}
+
+TEST_F(SshProviderTest, RebootWaitsForANewBootAndMovesBootTime) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  const SystemTime before = only().boot_time;
+  EXPECT_TRUE(absl::IsNotFound(provider_->reboot("i-9")));
+  ASSERT_TRUE(provider_->reboot("i-1").ok());
+  provider_->waitIdleForTest();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kRunning) << o.message;
+  EXPECT_GT(o.boot_time, before);
+  EXPECT_EQ(ssh_.at("10.250.0.11").reboots, 1);
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kInUse);
+}
+
+TEST_F(SshProviderTest, TerminateCleansTheMachineAndReleasesIt) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  ASSERT_TRUE(provider_->terminate("i-1").ok());
+  provider_->waitIdleForTest();
+  EXPECT_TRUE(provider_->list("c1")->empty());
+  FakeMachine& fm = ssh_.at("10.250.0.11");
+  EXPECT_EQ(fm.cleanups, 1);
+  EXPECT_FALSE(fm.agent_running);
+  const pool::Machine m = inventory_.get("m-000000000001");
+  EXPECT_EQ(m.state, MachineState::kFree);
+  EXPECT_TRUE(m.node.empty());
+  EXPECT_FALSE(fs::exists(dir_ / "data/ssh/nodes/i-1.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "data/ssh/clusters/c1"));  // the cluster's munge key went
+}
+
+TEST_F(SshProviderTest, TerminateNowQuarantinesTheMachineWithoutTouchingIt) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  ssh_.at("10.250.0.11").reachable = false;
+  ASSERT_TRUE(provider_->terminateNow("i-1").ok());
+  provider_->waitIdleForTest();
+  EXPECT_TRUE(provider_->list("c1")->empty());
+  const pool::Machine m = inventory_.get("m-000000000001");
+  EXPECT_EQ(m.state, MachineState::kQuarantined);
+  EXPECT_TRUE(absl::StrContains(m.reason, "i-1")) << m.reason;
+  EXPECT_EQ(ssh_.at("10.250.0.11").cleanups, 0);
+  std::lock_guard lock(events_mu_);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, SshProviderEvent::Kind::kMachineQuarantined);
+  EXPECT_EQ(events_[0].machine_id, "m-000000000001");
+}
+
+TEST_F(SshProviderTest, ACleanupThatCannotRunQuarantines) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  ssh_.at("10.250.0.11").reachable = false;
+  ASSERT_TRUE(provider_->terminate("i-1").ok());
+  provider_->waitIdleForTest();
+  const pool::Machine m = inventory_.get("m-000000000001");
+  EXPECT_EQ(m.state, MachineState::kQuarantined);
+  EXPECT_TRUE(absl::StrContains(m.reason, "cleanup after node i-1 failed")) << m.reason;
+}
+
+TEST_F(SshProviderTest, AHotSpareIsProvisionedAheadAndTakesTheNextLaunch) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  inventory_.add("m-000000000002", "10.250.0.12");
+  inventory_.targets[kType] = 1;
+  start();
+  provider_->runSparePassForTest();
+  const pool::Machine spare = inventory_.get("m-000000000001");
+  EXPECT_EQ(spare.state, MachineState::kSpareReady);
+  EXPECT_EQ(ssh_.at("10.250.0.11").base_runs, 1);
+  EXPECT_EQ(ssh_.at("10.250.0.11").identity_runs, 0);  // no identity, no agent yet
+  EXPECT_FALSE(ssh_.at("10.250.0.11").agent_running);
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kRunning) << o.message;
+  EXPECT_EQ(o.private_ip, "10.250.0.11");
+  EXPECT_EQ(ssh_.at("10.250.0.11").base_runs, 1);  // only the identity was written
+  EXPECT_EQ(ssh_.at("10.250.0.11").identity_runs, 1);
+  {
+    std::lock_guard lock(events_mu_);
+    ASSERT_FALSE(events_.empty());
+    EXPECT_EQ(events_[0].kind, SshProviderEvent::Kind::kSpareTaken);
+    EXPECT_EQ(events_[0].instance_id, "i-1");
+    EXPECT_EQ(events_[0].machine_id, "m-000000000001");
+  }
+  // The pool is refilled from the free machine.
+  provider_->runSparePassForTest();
+  EXPECT_EQ(inventory_.get("m-000000000002").state, MachineState::kSpareReady);
+}
+
+TEST_F(SshProviderTest, AQuarantinedMachineReturnedByAnOperatorIsCleanedAndFreed) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  ASSERT_TRUE(provider_->terminateNow("i-1").ok());
+  provider_->waitIdleForTest();
+  // The operator returns it (`hyperfleet machines return`): Apply(kOperatorReturn).
+  auto pm = inventory_.machines()->front();
+  auto t = pool::Apply(pm.machine, pool::Report::kOperatorReturn, SshProvider::DefaultPolicy(),
+                       std::chrono::system_clock::now());
+  ASSERT_TRUE(t.ok()) << t.status();
+  pm.machine = t->machine;
+  ASSERT_TRUE(inventory_.update(std::span<const PoolMachine>(&pm, 1)).ok());
+  provider_->runSparePassForTest();
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+  EXPECT_EQ(ssh_.at("10.250.0.11").cleanups, 1);
+}
+
+TEST_F(SshProviderTest, ARestartedProviderAdoptsItsNodes) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  provider_.reset();
+  start();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kRunning);
+  EXPECT_EQ(o.private_ip, "10.250.0.11");
+  EXPECT_EQ(ssh_.at("10.250.0.11").identity_runs, 1);  // not provisioned again
+  ASSERT_TRUE(provider_->terminate("i-1").ok());
+  provider_->waitIdleForTest();
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+}
+
+TEST_F(SshProviderTest, CreateChecksItsOptions) {
+  auto o = options();
+  o.agent_url = "10.0.0.1:9443";
+  EXPECT_TRUE(absl::IsInvalidArgument(SshProvider::Create(o).status()));
+  o = options();
+  o.node_binary = (dir_ / "missing").string();
+  EXPECT_TRUE(absl::IsFailedPrecondition(SshProvider::Create(o).status()));
+  o = options();
+  o.inventory = nullptr;
+  EXPECT_TRUE(absl::IsInvalidArgument(SshProvider::Create(o).status()));
+}
+
+}  // namespace
+}  // namespace hf::provider
