@@ -37,6 +37,8 @@
 #include "hyperfleet/control/governance_loop.h"
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/jobsapi/jobs_service.h"
+#include "hyperfleet/machines/machines_service.h"
+#include "hyperfleet/machines/registry.h"
 #include "hyperfleet/logs/log_operations.h"
 #include "hyperfleet/logs/log_store.h"
 #include "hyperfleet/model/instance_catalog.h"
@@ -317,6 +319,11 @@ class Server {
   std::unique_ptr<api::GovernanceOperations> governance_;
   std::unique_ptr<logs::LogOperations> log_operations_;
   std::unique_ptr<jobsapi::JobsService> jobs_service_;
+  /// The machine registry (`hyperfleet machines`), its inventory (the ssh provider draws
+  /// from it) and its API operations.
+  std::unique_ptr<machines::MachineRegistry> machine_registry_;
+  std::unique_ptr<machines::StoreMachineInventory> machine_inventory_;
+  std::unique_ptr<machines::MachinesService> machines_service_;
   http::HttpServerOptions http_options_;
   std::unique_ptr<NodeSessionTargets> session_targets_;
   std::unique_ptr<session::SessionService> sessions_;
@@ -327,6 +334,12 @@ class Server {
 Status Server::OpenStores() {
   HF_ASSIGN_OR_RETURN(credentials_, LoadCredentials(flags_, data_dir_));
   HF_ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(data_dir_ + "/state.db"));
+  // Registered machines; their ssh keys under <data dir>/machines (owner-only).
+  machines::RegistryOptions registry_options;
+  registry_options.dir = data_dir_ + "/machines";
+  machine_registry_ = std::make_unique<machines::MachineRegistry>(
+      *store_, clock_, ids_, model::InstanceCatalog::Embedded(), registry_options);
+  machine_inventory_ = std::make_unique<machines::StoreMachineInventory>(*machine_registry_);
   // Node output (lifecycle scripts) in the CloudWatch Logs subset's own database.
   HF_ASSIGN_OR_RETURN(log_store_, logs::OpenLogStoreInDataDir(data_dir_, clock_));
   log_sink_ = [log_store = log_store_.get()](const std::string& group, const std::string& stream,
@@ -440,6 +453,9 @@ Status Server::WireApi() {
   // hyperfleet jobs why
   jobs_service_ = std::make_unique<jobsapi::JobsService>(*store_, *governance_loop_);
   handler_->addService(*jobs_service_);
+  // hyperfleet machines
+  machines_service_ = std::make_unique<machines::MachinesService>(*machine_registry_);
+  handler_->addService(*machines_service_);
   return absl::OkStatus();
 }
 
