@@ -7,7 +7,6 @@
 #include "hyperfleet/cli/auto_resume_command.h"
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/jobs_command.h"
-#include "hyperfleet/cli/machines_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/node_supervisor_command.h"
 #include "hyperfleet/cli/server_command.h"
@@ -91,9 +90,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   srv->add_option("--agent-listen", server.agent_listen,
-                  "Also serve the node agent endpoint on HOST:PORT (port 0 picks one), e.g. "
-                  "for tests that act as the agents of fake instances; default: only on the "
-                  "local provider's cluster bridges");
+                  "Also serve the node agent endpoint over TLS on HOST:PORT (port 0 picks one), "
+                  "for agents on machines (certificate in <data-dir>/agent-tls, pinned by its "
+                  "SHA-256); default: only on the local provider's cluster bridges");
+  srv->add_option("--agent-address", server.agent_address,
+                  "HOST[:PORT] that machines are told for --agent-listen's endpoint; default: "
+                  "the listen address (required when that is 0.0.0.0 or ::)");
   srv->add_option("--fake-boot-delay-ms", server.fake_boot_delay_ms,
                   "fake provider: milliseconds from launch to Running")
       ->capture_default_str()
@@ -121,7 +123,6 @@ int main(int argc, char** argv) {
   hf::cli::AddImageCommand(app);
   hf::cli::AddJobsCommand(app);
   hf::cli::AddLogsCommand(app);
-  hf::cli::AddMachinesCommand(app);
   hf::cli::AddNodeSupervisorCommand(app);
   hf::cli::AddSimulateCommand(app);
   hf::cli::AddSsmCommand(app);

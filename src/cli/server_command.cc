@@ -36,13 +36,13 @@
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/control/governance_loop.h"
 #include "hyperfleet/http/http_server.h"
+#include "hyperfleet/http/tls_identity.h"
 #include "hyperfleet/jobsapi/jobs_service.h"
-#include "hyperfleet/machines/machines_service.h"
-#include "hyperfleet/machines/registry.h"
 #include "hyperfleet/logs/log_operations.h"
 #include "hyperfleet/logs/log_store.h"
 #include "hyperfleet/model/instance_catalog.h"
 #include "hyperfleet/model/service_model.h"
+#include "hyperfleet/provider/agent_endpoint.h"
 #include "hyperfleet/provider/fake_provider.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "hyperfleet/provider/node_image.h"
@@ -125,13 +125,67 @@ using Endpoint = std::pair<std::string, uint16_t>;
 struct CheckedFlags {
   Endpoint listen;
   std::optional<Endpoint> agent_listen;
+  /// What machines are told for agent_listen: a host (IPv6 without brackets) and a port
+  /// (0: the bound one).
+  Endpoint agent_address;
 };
+
+bool IsWildcard(std::string_view host) {
+  return host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
+}
+
+/// --agent-address HOST[:PORT] ("[v6]", "[v6]:PORT"), defaulting to --agent-listen's
+/// address; InvalidArgument naming the flag.
+StatusOr<Endpoint> AgentAddressOf(const ServerFlags& flags, const Endpoint& agent_listen) {
+  auto unbracket = [](std::string host) {
+    return host.size() > 2 && host.front() == '[' && host.back() == ']'
+               ? host.substr(1, host.size() - 2)
+               : host;
+  };
+  if (flags.agent_address.empty()) {
+    if (IsWildcard(agent_listen.first)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--agent-listen ", flags.agent_listen, " listens on every address: say which one "
+          "machines reach it at with --agent-address HOST[:PORT]"));
+    }
+    return Endpoint{unbracket(agent_listen.first), 0};
+  }
+  const std::string& value = flags.agent_address;
+  std::string host = value;
+  uint32_t port = 0;
+  const auto colon = value.rfind(':');
+  const bool bracketed = value.front() == '[';
+  const auto close = value.find(']');
+  const bool has_port = colon != std::string::npos &&
+                        (bracketed ? close != std::string::npos && colon == close + 1
+                                   : value.find(':') == colon);
+  if (has_port) {
+    host = value.substr(0, colon);
+    if (!absl::SimpleAtoi(absl::string_view(value).substr(colon + 1), &port) || port == 0 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--agent-address must be HOST or HOST:PORT with a port from 1 to 65535, got '",
+          value, "'"));
+    }
+  }
+  host = unbracket(host);
+  if (host.empty() || IsWildcard(host) || host.find_first_of(" /[]") != std::string::npos ||
+      (bracketed && close == std::string::npos)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--agent-address must name the host machines reach (HOST, HOST:PORT, [IPv6]:PORT), "
+        "got '", value, "'"));
+  }
+  return Endpoint{host, static_cast<uint16_t>(port)};
+}
 
 StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
   CheckedFlags checked;
   HF_ASSIGN_OR_RETURN(checked.listen, ParseListen(flags.listen));
   if (!flags.agent_listen.empty()) {
     HF_ASSIGN_OR_RETURN(checked.agent_listen, ParseListen(flags.agent_listen, "--agent-listen"));
+    HF_ASSIGN_OR_RETURN(checked.agent_address, AgentAddressOf(flags, *checked.agent_listen));
+  } else if (!flags.agent_address.empty()) {
+    return absl::InvalidArgumentError("--agent-address needs --agent-listen");
   }
   if (flags.provider != "fake" && flags.provider != "local") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -282,13 +336,16 @@ class Server {
   Status OpenStores();
   /// The agent endpoint's service, the node status cache and the governance loop.
   Status WireAgents();
+  /// The TLS agent endpoint of --agent-listen, if any (before the providers, which tell
+  /// machines where it is: agent_endpoint_).
+  Status ListenAgents(const CheckedFlags& checked);
   /// The fake provider, or the local one (root; the node image is built when missing).
   Status MakeProvider();
   /// The cluster controller, fed by the node status cache.
   Status WireController();
   /// The API handler and its services (clusters, governance, logs, jobs).
   Status WireApi();
-  /// The API (and session) listener, the optional agent listener; starts the controller.
+  /// The API (and session) listener; starts the controller.
   Status Listen(const CheckedFlags& checked);
   /// Waits for SIGINT or SIGTERM (blocked in `stop_signals`), then stops serving.
   void WaitAndStop(const sigset_t& stop_signals);
@@ -309,6 +366,9 @@ class Server {
   std::optional<agentapi::NodeTokens> tokens_;
   std::unique_ptr<agentapi::NodeStatusCache> node_status_;
   std::unique_ptr<agentapi::AgentService> agents_;
+  std::unique_ptr<http::HttpServer> agent_server_;
+  /// Where machines reach agent_server_ (empty without --agent-listen); for the providers.
+  provider::AgentEndpoint agent_endpoint_;
   std::unique_ptr<control::GovernanceLoop> governance_loop_;
   std::unique_ptr<provider::Provider> provider_;
   std::unique_ptr<control::ClusterController> controller_;
@@ -319,27 +379,15 @@ class Server {
   std::unique_ptr<api::GovernanceOperations> governance_;
   std::unique_ptr<logs::LogOperations> log_operations_;
   std::unique_ptr<jobsapi::JobsService> jobs_service_;
-  /// The machine registry (`hyperfleet machines`), its inventory (the ssh provider draws
-  /// from it) and its API operations.
-  std::unique_ptr<machines::MachineRegistry> machine_registry_;
-  std::unique_ptr<machines::StoreMachineInventory> machine_inventory_;
-  std::unique_ptr<machines::MachinesService> machines_service_;
   http::HttpServerOptions http_options_;
   std::unique_ptr<NodeSessionTargets> session_targets_;
   std::unique_ptr<session::SessionService> sessions_;
   std::unique_ptr<http::HttpServer> server_;
-  std::unique_ptr<http::HttpServer> agent_server_;
 };
 
 Status Server::OpenStores() {
   HF_ASSIGN_OR_RETURN(credentials_, LoadCredentials(flags_, data_dir_));
   HF_ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(data_dir_ + "/state.db"));
-  // Registered machines; their ssh keys under <data dir>/machines (owner-only).
-  machines::RegistryOptions registry_options;
-  registry_options.dir = data_dir_ + "/machines";
-  machine_registry_ = std::make_unique<machines::MachineRegistry>(
-      *store_, clock_, ids_, model::InstanceCatalog::Embedded(), registry_options);
-  machine_inventory_ = std::make_unique<machines::StoreMachineInventory>(*machine_registry_);
   // Node output (lifecycle scripts) in the CloudWatch Logs subset's own database.
   HF_ASSIGN_OR_RETURN(log_store_, logs::OpenLogStoreInDataDir(data_dir_, clock_));
   log_sink_ = [log_store = log_store_.get()](const std::string& group, const std::string& stream,
@@ -377,6 +425,34 @@ Status Server::WireAgents() {
                                       const agentapi::SlurmJobsReport* jobs) {
         return loop->onHeartbeat(id, jobs);
       });
+  return absl::OkStatus();
+}
+
+Status Server::ListenAgents(const CheckedFlags& checked) {
+  if (!checked.agent_listen) return absl::OkStatus();
+  const auto& [host, port] = checked.agent_address;
+  // One identity per data dir, made once: machines pin its fingerprint (agent.env).
+  HF_ASSIGN_OR_RETURN(const http::TlsIdentity identity,
+                      http::LoadOrCreateTlsIdentity(data_dir_ + "/agent-tls", host));
+  http::HttpServerOptions agent_http;
+  agent_http.host = checked.agent_listen->first;
+  agent_http.port = checked.agent_listen->second;
+  agent_http.io_threads = 1;
+  agent_http.tls_certificate_pem = identity.certificate_pem;
+  agent_http.tls_private_key_pem = identity.private_key_pem;
+  HF_ASSIGN_OR_RETURN(agent_server_,
+                      http::HttpServer::Start(agent_http, [agents = agents_.get()](
+                                                              http::HttpRequest&& r) {
+                        return agents->handle(std::move(r));
+                      }));
+  const bool v6 = host.find(':') != std::string::npos;
+  agent_endpoint_.url = absl::StrCat("https://", v6 ? "[" : "", host, v6 ? "]" : "", ":",
+                                     port != 0 ? port : agent_server_->port());
+  agent_endpoint_.cert_sha256 = identity.sha256;
+  std::printf("hyperfleet agent endpoint on https://%s:%u for machines at %s (certificate "
+              "sha256 %s)\n",
+              checked.agent_listen->first.c_str(), agent_server_->port(),
+              agent_endpoint_.url.c_str(), agent_endpoint_.cert_sha256.c_str());
   return absl::OkStatus();
 }
 
@@ -453,9 +529,6 @@ Status Server::WireApi() {
   // hyperfleet jobs why
   jobs_service_ = std::make_unique<jobsapi::JobsService>(*store_, *governance_loop_);
   handler_->addService(*jobs_service_);
-  // hyperfleet machines
-  machines_service_ = std::make_unique<machines::MachinesService>(*machine_registry_);
-  handler_->addService(*machines_service_);
   return absl::OkStatus();
 }
 
@@ -477,21 +550,6 @@ Status Server::Listen(const CheckedFlags& checked) {
                                    http_options_, [handler = handler_.get()](http::HttpRequest&& r) {
                                      return handler->handle(std::move(r));
                                    }));
-  // The agent endpoint also on an address of the caller's choice: tests act there as the
-  // agents of fake instances, with the same per-node tokens as on the cluster bridges.
-  if (checked.agent_listen) {
-    http::HttpServerOptions agent_http;
-    agent_http.host = checked.agent_listen->first;
-    agent_http.port = checked.agent_listen->second;
-    agent_http.io_threads = 1;
-    HF_ASSIGN_OR_RETURN(agent_server_,
-                        http::HttpServer::Start(agent_http, [agents = agents_.get()](
-                                                                http::HttpRequest&& r) {
-                          return agents->handle(std::move(r));
-                        }));
-    std::printf("hyperfleet agent endpoint on http://%s:%u\n",
-                checked.agent_listen->first.c_str(), agent_server_->port());
-  }
   controller_->start();
   std::printf("hyperfleet server listening on http://%s:%u (data dir %s, provider %s)\n",
               checked.listen.first.c_str(), server_->port(), data_dir_.c_str(),
@@ -540,6 +598,7 @@ Status RunServer(const ServerFlags& flags) {
   Server server(flags, data_dir);
   HF_RETURN_IF_ERROR(server.OpenStores());
   HF_RETURN_IF_ERROR(server.WireAgents());
+  HF_RETURN_IF_ERROR(server.ListenAgents(checked));
   HF_RETURN_IF_ERROR(server.MakeProvider());
   HF_RETURN_IF_ERROR(server.WireController());
   HF_RETURN_IF_ERROR(server.WireApi());

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import unittest
-import urllib.request
 
 import boto3
 import botocore.config
@@ -38,12 +37,11 @@ class Node:
             secret = f.read()
         token = hmac.new(secret, self.instance_id.encode(), hashlib.sha256).hexdigest()
         body = json.dumps({"events": [{"timestamp": ts, "message": m} for ts, m in events]})
-        request = urllib.request.Request(
-            self.server.agent_endpoint + "/agent/v1/logs", data=body.encode(), method="POST",
-            headers={"Authorization": f"HyperfleetNode {self.instance_id}:{token}",
-                     "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            assert response.status == 200, response.status
+        status, _ = harness.agent_request(
+            self.server.agent_endpoint, self.server.agent_cert_sha256, "POST", "/agent/v1/logs",
+            body=body.encode(), headers={"Authorization": f"HyperfleetNode {self.instance_id}:{token}",
+                                         "Content-Type": "application/json"})
+        assert status == 200, status
 
 
 def create_cluster(server, name, groups):

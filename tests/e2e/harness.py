@@ -2,11 +2,14 @@
 binary on a free loopback port with a private data directory, and waits on conditions with
 deadlines (never on fixed sleeps)."""
 
+import hashlib
+import http.client
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -48,6 +51,30 @@ def mirror_addresses():
     return sorted({f"{info[4][0]}/32" for info in infos})
 
 
+def agent_request(endpoint, cert_sha256, method, path, body=None, headers=None, timeout=30):
+    """One request to a TLS agent endpoint (`hyperfleet server --agent-listen`) as an agent
+    on a machine sends it: the server's certificate must have SHA-256 `cert_sha256` (pinned:
+    no CA, no host name), checked after the handshake and before anything is sent, else
+    ssl.SSLError. Returns (status, body bytes)."""
+    host, port = endpoint.split("://", 1)[1].rsplit(":", 1)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the pin below is the check
+    conn = http.client.HTTPSConnection(host.strip("[]"), int(port), timeout=timeout,
+                                       context=context)
+    try:
+        conn.connect()
+        seen = hashlib.sha256(conn.sock.getpeercert(binary_form=True)).hexdigest()
+        if seen != cert_sha256:
+            raise ssl.SSLError(f"agent endpoint certificate {seen} is not the pinned "
+                               f"{cert_sha256}")
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
 class Server:
     """A control plane process. Use as a context manager or call start()/stop()."""
 
@@ -62,7 +89,9 @@ class Server:
         self.proc = None
         self.endpoint = None
         self.port = 0
-        self.agent_endpoint = None  # with --agent-listen: where the agent endpoint is served
+        self.agent_endpoint = None  # with --agent-listen: https://HOST:PORT it is served on
+        self.agent_url = None  # with --agent-listen: the URL machines are told
+        self.agent_cert_sha256 = None  # with --agent-listen: its certificate's SHA-256
 
     def start(self, port=0):
         with open(os.path.join(self.data_dir, "server.log"), "ab") as log:
@@ -78,8 +107,10 @@ class Server:
             if not line:
                 raise AssertionError(f"server exited early (code {self.proc.poll()}); "
                                      f"see {self.data_dir}/server.log")
-            if "agent endpoint on http://" in line:
+            if "agent endpoint on https://" in line:
                 self.agent_endpoint = line.split(" on ", 1)[1].split()[0]
+                self.agent_url = line.split(" for machines at ", 1)[1].split()[0]
+                self.agent_cert_sha256 = line.split(" sha256 ", 1)[1].split(")")[0]
             if "listening on http://" in line:
                 url = line.split("listening on ", 1)[1].split()[0]
                 self.endpoint = url

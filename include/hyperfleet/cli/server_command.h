@@ -33,9 +33,14 @@ struct ServerFlags {
   int unresponsive_after_seconds = 10;
   int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"
   uint16_t node_apt_proxy_port = 0;        ///< apt proxy on the bridge host address; 0: none
-  /// HOST:PORT where the node agent endpoint is also served (port 0 picks one; printed at
-  /// start); empty: only on the local provider's cluster bridges.
+  /// HOST:PORT where the node agent endpoint is also served over TLS, for agents on
+  /// machines (port 0 picks one; printed at start, with the certificate's SHA-256); empty:
+  /// only on the local provider's cluster bridges (plain HTTP that never leaves the host).
   std::string agent_listen;
+  /// HOST[:PORT] machines are told for the agent endpoint ("[v6]" or "[v6]:PORT" for IPv6);
+  /// empty: --agent-listen's (refused when that is a wildcard such as 0.0.0.0). Without a
+  /// port: the bound one.
+  std::string agent_address;
   std::string node_egress = "nat";         ///< nat, proxy or none (docs/nodes.md "Network")
   std::vector<std::string> node_egress_allow;  ///< nat: the only outside IPv4 CIDRs (empty: any)
   // lifecycle bundles
