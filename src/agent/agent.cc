@@ -22,6 +22,7 @@
 #include "control_plane_client.h"
 #include "health_hook.h"
 #include "heartbeat.h"
+#include "hyperfleet/agent/env_file.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/strings.h"
 #include "lifecycle_runner.h"
@@ -130,6 +131,8 @@ Status Agent::Run() {
 
 // Registers, retrying until the control plane answers (it may be restarting).
 Status Agent::Register(Context& ctx) {
+  // Never the token to an endpoint that is not what it should be (no trust on first use).
+  HF_RETURN_IF_ERROR(CheckAgentEndpoint(options_));
   ctx.client = std::make_unique<ControlPlaneClient>(
       options_, [this](std::chrono::milliseconds d) { return SleepFor(d); });
   ctx.boot_id = options_.boot_id.empty() ? ReadBootId() : options_.boot_id;

@@ -1,5 +1,8 @@
 #include "hyperfleet/agent/env_file.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/strings.h"
 
@@ -52,11 +55,51 @@ Status LoadAgentEnv(const std::string& path, AgentOptions* options) {
   HF_RETURN_IF_ERROR(take("HF_AGENT_URL", &options->url));
   HF_RETURN_IF_ERROR(take("HF_INSTANCE_ID", &options->instance_id));
   HF_RETURN_IF_ERROR(take("HF_AGENT_TOKEN", &options->token));
+  options->cert_sha256.clear();
+  if (auto it = values->find("HF_AGENT_CERT_SHA256"); it != values->end()) {
+    // As `openssl x509 -fingerprint -sha256` prints it (AB:CD:...) or plain hex.
+    std::string pin = it->second;
+    pin.erase(std::remove(pin.begin(), pin.end(), ':'), pin.end());
+    options->cert_sha256 = absl::AsciiStrToLower(pin);
+  }
+  if (Status s = CheckAgentEndpoint(*options); !s.ok()) {
+    return absl::InvalidArgumentError(path + ": " + std::string(s.message()));
+  }
   options->script_environment.clear();
   for (const char* key : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy",
                           "NO_PROXY"}) {
     auto it = values->find(key);
     if (it != values->end()) options->script_environment.push_back(key + ("=" + it->second));
+  }
+  return absl::OkStatus();
+}
+
+Status CheckAgentEndpoint(const AgentOptions& options) {
+  const std::string_view url = options.url;
+  const std::string& pin = options.cert_sha256;
+  if (url.starts_with("http://")) {
+    if (!pin.empty()) {
+      return absl::InvalidArgumentError(
+          "HF_AGENT_CERT_SHA256 is set but HF_AGENT_URL is not https: the node token would "
+          "travel in clear text");
+    }
+    return absl::OkStatus();
+  }
+  if (!url.starts_with("https://")) {
+    return absl::InvalidArgumentError("HF_AGENT_URL must be http:// or https://, got '" +
+                                      options.url + "'");
+  }
+  if (pin.empty()) {
+    return absl::InvalidArgumentError(
+        "HF_AGENT_URL is https but HF_AGENT_CERT_SHA256 is missing: the agent trusts only "
+        "the pinned certificate of its control plane");
+  }
+  const bool hex = pin.size() == 64 && std::all_of(pin.begin(), pin.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  if (!hex) {
+    return absl::InvalidArgumentError(
+        "HF_AGENT_CERT_SHA256 must be the certificate's SHA-256 as 64 hex digits");
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,10 @@ namespace hf::agent {
 /// Configuration and tunables of one agent.
 struct AgentOptions {
   std::string url;          ///< HF_AGENT_URL, e.g. "http://10.224.4.1:9081"
+  /// HF_AGENT_CERT_SHA256: lowercase hex SHA-256 of the endpoint certificate's DER, which an
+  /// https `url` must present (pinned: no CA, no trust on first use). Required with https,
+  /// refused with http (CheckAgentEndpoint).
+  std::string cert_sha256;
   std::string instance_id;  ///< HF_INSTANCE_ID, e.g. "i-0123456789abcdef0"
   std::string token;        ///< HF_AGENT_TOKEN (hex HMAC, see docs/nodes.md)
   /// KEY=VALUE added to lifecycle scripts' environment: the proxy variables of agent.env
