@@ -31,6 +31,7 @@ struct SshProviderEvent {
   };
   Kind kind;
   std::string cluster_id;
+  std::string group;  ///< the instance group of instance_id
   std::string instance_id;
   std::string machine_id;
   std::string message;  ///< e.g. "hot spare m-… (10.250.0.12) took node i-…"

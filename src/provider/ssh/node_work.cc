@@ -265,7 +265,8 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
       HF_RETURN_IF_ERROR(persist(*rec));
     }
     if (rec->from_spare) {
-      emit({SshProviderEvent::Kind::kSpareTaken, rec->spec.cluster_id, rec->spec.instance_id,
+      emit({SshProviderEvent::Kind::kSpareTaken, rec->spec.cluster_id, rec->spec.group,
+            rec->spec.instance_id,
             rec->machine_id,
             absl::StrCat("Hot spare ", rec->machine_id, " (", rec->ip, ") took node ",
                          rec->spec.instance_id, " of cluster ", rec->spec.cluster_name)});
@@ -373,7 +374,7 @@ void SshProvider::Impl::tearDown(std::shared_ptr<NodeRec> rec) {
       spdlog::warn("ssh provider: machine {} after node {}: {}", rec->machine_id, id,
                    std::string(t.status().message()));
     } else if (!reason.empty()) {
-      emit({SshProviderEvent::Kind::kMachineQuarantined, rec->spec.cluster_id, id,
+      emit({SshProviderEvent::Kind::kMachineQuarantined, rec->spec.cluster_id, rec->spec.group, id,
             rec->machine_id,
             absl::StrCat("Machine ", rec->machine_id, " (", rec->access.address, ") ",
                          t->quarantined ? "quarantined" : "out for repair", ": ", reason)});
