@@ -51,7 +51,7 @@ struct S3EndpointSource::Impl {
   const Clock& clock;
   std::string endpoint;  // without trailing '/'
   std::string host;
-  std::mutex mu;  // guards client (one libcurl handle)
+  std::mutex mu;  // guards client (one connection)
   http::HttpClient client;
 
   // One signed GET of `target`; transport failures are Unavailable naming the endpoint.

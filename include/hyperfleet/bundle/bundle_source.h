@@ -139,8 +139,8 @@ struct S3EndpointOptions {
 /// Keys of a listing pass the unsafe-key rule ("p/../../etc/passwd" is FailedPrecondition).
 /// S3 errors map to statuses: NoSuchBucket/NoSuchKey → NotFound, AccessDenied,
 /// InvalidAccessKeyId, SignatureDoesNotMatch → PermissionDenied, 5xx and transport failures
-/// → Unavailable, a malformed answer → Unavailable. Requests are serialised (one libcurl
-/// handle, keep-alive).
+/// → Unavailable, a malformed answer → Unavailable. Requests are serialised (one HTTP
+/// client, keep-alive).
 /// Known limit: SignSigV4 builds the canonical URI by the non-S3 rule (encode twice), which
 /// agrees with S3's rule only for keys of A-Z a-z 0-9 - _ . ~ and "/"; a GetObject of a key
 /// with other bytes (a space, "+") would be refused by a real S3 endpoint.

@@ -1,7 +1,7 @@
 #pragma once
 // Transport-neutral HTTP messages. Operations and SigV4 see only these; the socket
 // transports live in src/http/ (server: http_server.cc on Boost.Beast, client:
-// http_client.cc on libcurl).
+// http_client.cc, Beast and OpenSSL too).
 #include <optional>
 #include <string>
 #include <string_view>

@@ -111,7 +111,7 @@ TEST_F(HttpClientTest, ReusesOneKeepAliveConnection) {
   EXPECT_EQ(client.connections_opened(), 1);
 }
 
-TEST_F(HttpClientTest, LargeBodyGoesThroughExpectContinue) {
+TEST_F(HttpClientTest, LargeBodyRoundTripsWithItsLengthAndNoExpect) {
   StartEcho();
   HttpClient client;
   const std::string body(3 << 20, 'L');
@@ -120,8 +120,22 @@ TEST_F(HttpClientTest, LargeBodyGoesThroughExpectContinue) {
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->body.size(), body.size());
   EXPECT_EQ(response->body, body);
-  // libcurl asks before sending bodies over 1 MiB; the server must have answered 100.
-  EXPECT_EQ(LastRequest().header("Expect"), "100-continue");
+  EXPECT_EQ(LastRequest().header("Content-Length"), std::to_string(body.size()));
+  EXPECT_FALSE(LastRequest().header("Expect").has_value());
+}
+
+TEST_F(HttpClientTest, HostAndContentLengthAsTheCallerSetsThem) {
+  StartEcho();
+  HttpClient client;
+  auto response = client.Send(base_url_, HttpRequest{"POST", "/", {{"Host", "api.example"}}, ""}, 10);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(LastRequest().header("Host"), "api.example");
+  EXPECT_EQ(LastRequest().header("Content-Length"), "0") << "a POST says its empty body";
+  response = client.Send(base_url_ + "/prefix/", HttpRequest{"GET", "/x", {}, ""}, 10);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(LastRequest().target, "/prefix/x");
+  EXPECT_EQ(LastRequest().header("Host"), base_url_.substr(7));
+  EXPECT_FALSE(LastRequest().header("Content-Length").has_value());
 }
 
 TEST_F(HttpClientTest, OversizeBodyReturnsThe413Response) {
