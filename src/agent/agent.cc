@@ -64,6 +64,7 @@ bool HasSlurmConf(const std::vector<agentapi::NodeFile>& files) {
 
 /// What one Run() learns, step by step.
 struct Agent::Context {
+  std::unique_ptr<ImdsServer> imds;  ///< this node's IMDS (registered machines), if asked
   std::unique_ptr<ControlPlaneClient> client;
   std::string boot_id;
   agentapi::RegisterResponse registration;
@@ -104,6 +105,7 @@ Status Agent::Run() {
     Status (Agent::*run)(Context&);
   };
   static constexpr Step kSteps[] = {
+      {"imds", &Agent::StartImds},
       {"register", &Agent::Register},
       {"node files", &Agent::WriteFiles},
       {"heartbeat", &Agent::StartHeartbeat},
@@ -126,6 +128,20 @@ Status Agent::Run() {
   }
   ctx.heartbeat.join();
   if (!ctx.finished && options_.once) return absl::CancelledError("stopped during the lifecycle");
+  return absl::OkStatus();
+}
+
+// IMDS for this node when agent.env asks (a registered machine without a metadata service):
+// before the scripts, which read it. A failure is logged, not fatal: the scripts then see no
+// IMDS, as on a machine whose own service was kept (imds_server.h).
+Status Agent::StartImds(Context& ctx) {
+  if (!options_.imds) return absl::OkStatus();
+  auto server = ImdsServer::Start(*options_.imds, options_.imds_listen);
+  if (!server.ok()) {
+    spdlog::error("IMDS not served: {}", std::string(server.status().message()));
+    return absl::OkStatus();
+  }
+  ctx.imds = std::move(*server);
   return absl::OkStatus();
 }
 

@@ -71,6 +71,9 @@ Status LoadAgentEnv(const std::string& path, AgentOptions* options) {
     auto it = values->find(key);
     if (it != values->end()) options->script_environment.push_back(key + ("=" + it->second));
   }
+  auto imds = ImdsFromEnv(*values, options->instance_id);  // HF_IMDS* (imds_server.h)
+  if (!imds.ok()) return absl::InvalidArgumentError(path + ": " + std::string(imds.status().message()));
+  options->imds = std::move(*imds);
   return absl::OkStatus();
 }
 

@@ -46,6 +46,7 @@ class Agent {
  private:
   struct Context;  // what one Run() learns, step by step
   // Run()'s steps, in order (agent.cc).
+  Status StartImds(Context& ctx);
   Status Register(Context& ctx);
   Status WriteFiles(Context& ctx);
   Status StartHeartbeat(Context& ctx);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperfleet/agent/imds_server.h"
 #include "hyperfleet/agent/slurm_controller.h"
 
 namespace hf::agent {
@@ -24,6 +25,11 @@ struct AgentOptions {
   /// KEY=VALUE added to lifecycle scripts' environment: the proxy variables of agent.env
   /// (http_proxy, https_proxy, no_proxy, upper-case too; docs/nodes.md "Network").
   std::vector<std::string> script_environment;
+  /// HF_IMDS=serve and its keys: serve IMDS for this node at 169.254.169.254 (a registered
+  /// machine without a metadata service of its own; imds_server.h). nullopt: none here.
+  std::optional<AgentImds> imds;
+  /// Where that IMDS listens (tests: loopback, no address added).
+  ImdsServerOptions imds_listen;
   /// Prefix of every node file the agent reads or writes ("/" on a node; a temp dir in
   /// tests). The script's SAGEMAKER_RESOURCE_CONFIG_PATH carries the prefix too.
   std::string root = "/";

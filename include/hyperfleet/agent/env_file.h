@@ -18,7 +18,8 @@ StatusOr<std::map<std::string, std::string>> ParseEnvFile(std::string_view text)
 /// Reads `path` (e.g. /etc/hyperfleet/agent.env) into `options`: HF_AGENT_URL,
 /// HF_INSTANCE_ID and HF_AGENT_TOKEN (all required), HF_AGENT_CERT_SHA256 (with an https
 /// URL; colons and upper case are accepted and dropped), the proxy variables into
-/// script_environment (optional; other keys are ignored).
+/// script_environment (optional), HF_IMDS and its keys into imds (ImdsFromEnv; other keys
+/// are ignored).
 /// Errors: NotFound when the file cannot be read, InvalidArgument for a malformed file, a
 /// missing key (named) or an endpoint CheckAgentEndpoint refuses.
 Status LoadAgentEnv(const std::string& path, AgentOptions* options);
