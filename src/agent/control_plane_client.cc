@@ -16,7 +16,9 @@ ControlPlaneClient::ControlPlaneClient(const AgentOptions& options, Sleep sleep)
     : options_(options),
       sleep_(std::move(sleep)),
       authorization_(absl::StrCat(agentapi::kAuthorizationScheme, options.instance_id, ":",
-                                  options.token)) {}
+                                  options.token)),
+      // https: only the pinned certificate (CheckAgentEndpoint made sure there is a pin).
+      client_(http::HttpClientOptions{options.cert_sha256}) {}
 
 StatusOr<http::HttpResponse> ControlPlaneClient::Send(const std::string& method,
                                                       const std::string& target,

@@ -51,10 +51,14 @@ FakeControlPlane::FakeControlPlane() {
 
 FakeControlPlane::~FakeControlPlane() { Stop(); }
 
-bool FakeControlPlane::Start(uint16_t port) {
+bool FakeControlPlane::Start(uint16_t port, const std::string& tls_certificate_pem,
+                             const std::string& tls_private_key_pem) {
   http::HttpServerOptions options;
   options.host = "127.0.0.1";
   options.port = port;
+  options.tls_certificate_pem = tls_certificate_pem;
+  options.tls_private_key_pem = tls_private_key_pem;
+  tls_ = !tls_certificate_pem.empty();
   options.io_threads = 1;
   options.stop_grace_seconds = 1;
   auto server = http::HttpServer::Start(options, [this](http::HttpRequest&& request) {

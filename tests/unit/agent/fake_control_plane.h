@@ -23,12 +23,17 @@ class FakeControlPlane {
   FakeControlPlane();
   ~FakeControlPlane();
 
-  /// Starts serving on 127.0.0.1:`port` (0: any free port). Returns false on failure.
-  bool Start(uint16_t port = 0);
+  /// Starts serving on 127.0.0.1:`port` (0: any free port), over TLS with this PEM
+  /// certificate and key when given (as `hyperfleet server --agent-listen`). Returns false
+  /// on failure.
+  bool Start(uint16_t port = 0, const std::string& tls_certificate_pem = "",
+             const std::string& tls_private_key_pem = "");
   /// Stops serving (the agent then sees connection refused).
   void Stop();
   uint16_t port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_);
+  }
 
   // What the fake answers (set before the agent runs; guarded by mu()).
   nlohmann::json registration;                 ///< the register response
@@ -67,6 +72,7 @@ class FakeControlPlane {
   std::condition_variable cv_;
   std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;
+  bool tls_ = false;
 };
 
 }  // namespace hf::agent::testing
