@@ -61,7 +61,7 @@ void SshProvider::Impl::emit(SshProviderEvent event) {
 StatusOr<ssh::SshResult> SshProvider::Impl::runStep(const ssh::SshTarget& target,
                                                     const std::string& step,
                                                     const std::string& command,
-                                                    const std::string& input) {
+                                                    std::string_view input) {
   Status last;
   for (int attempt = 1; attempt <= std::max(1, options_.step_attempts); ++attempt) {
     if (attempt > 1) std::this_thread::sleep_for(options_.retry_delay);  // back-off, not sync

@@ -3,6 +3,11 @@
 // Create's checks. The ssh work is in node_work.cc, the spare loop in spares.cc.
 #include "hyperfleet/provider/ssh_provider.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +76,7 @@ SshProvider::Impl::~Impl() {
     workers.swap(workers_);
   }
   for (auto& w : workers) w.thread.join();
+  if (binary_map_) ::munmap(binary_map_, binary_size_);
 }
 
 SystemTime SshProvider::Impl::now() const {
@@ -269,14 +275,23 @@ StatusOr<std::unique_ptr<SshProvider>> SshProvider::Create(const Options& option
         "the ssh provider needs the agent endpoint's URL as machines reach it (http:// or "
         "https://), got '", options.agent_url, "'"));
   }
-  auto binary = ReadFile(options.node_binary);
-  if (!binary.ok() || binary->empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the ssh provider copies the node binary to machines: cannot read '", options.node_binary,
-        "'"));
-  }
   auto impl = std::make_unique<Impl>(options);
-  impl->binary_ = std::move(*binary);
+  {
+    const int fd = ::open(options.node_binary.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size <= 0 ||
+        (impl->binary_map_ = ::mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) ==
+            MAP_FAILED) {
+      if (fd >= 0) ::close(fd);
+      impl->binary_map_ = nullptr;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ssh provider copies the node binary to machines: cannot read '",
+          options.node_binary, "'"));
+    }
+    ::close(fd);
+    impl->binary_size_ = static_cast<size_t>(st.st_size);
+    impl->binary_ = std::string_view(static_cast<const char*>(impl->binary_map_), impl->binary_size_);
+  }
   impl->binary_sha_ = local::Sha256Hex(impl->binary_);
   HF_RETURN_IF_ERROR(MakeDirs(impl->root_ + "/nodes"));
   HF_RETURN_IF_ERROR(MakeDirs(impl->root_ + "/clusters"));

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,7 +66,7 @@ class SshProvider::Impl {
   /// Runs `script` with `command` on `target`, retried while ssh itself fails; a script that
   /// fails is an error naming its last step and the tail of its output.
   StatusOr<ssh::SshResult> runStep(const ssh::SshTarget& target, const std::string& step,
-                                   const std::string& command, const std::string& input);
+                                   const std::string& command, std::string_view input);
   StatusOr<ssh_scripts::MachineFacts> probe(const ssh::SshTarget& target);
   /// The base layer and the binary (what a hot spare has).
   Status provisionBase(const ssh::SshTarget& target, const std::string& user);
@@ -90,7 +91,9 @@ class SshProvider::Impl {
 
   Options options_;
   std::string root_;        // <data_dir>/ssh
-  std::string binary_;      // the node binary's bytes
+  std::string_view binary_;  // the node binary's bytes (mapped read-only: it may be large)
+  void* binary_map_ = nullptr;
+  size_t binary_size_ = 0;
   std::string binary_sha_;  // its SHA-256 (hex)
   std::string base_script_;
 
