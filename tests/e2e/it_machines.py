@@ -127,15 +127,34 @@ class Machines(unittest.TestCase):
         self.assertIn("GPUs: the machine has 0 NVIDIA GPUs, ml.p5.48xlarge has 8 (H100)",
                       r.stderr)
         self.assertEqual(len(self.listed()), 1)
-        r = self.add(m1, "--instance-type", "ml.p5.48xlarge", "--override", "--output", "json",
-                     check=0)
+        # The host key from a file this time (as copied from the machine's /etc/ssh).
+        host_key_file = os.path.join(self.server.data_dir, "m1_host_key.pub")
+        with open(host_key_file, "w") as f:
+            f.write(m1.host_key_pub + " root@m1\n")
+        r = self.machines("add", m1.address, "--key", self.fleet.key_path, "--host-key-file",
+                          host_key_file, "--instance-type", "ml.p5.48xlarge", "--override",
+                          "--output", "json", check=0)
         machine = json.loads(r.stdout)["Machine"]
         type(self).m1 = machine["MachineId"]
         self.assertTrue(machine["OverrideChecks"])
         self.assertTrue(machine["Mismatches"][0].startswith("GPUs:"), machine["Mismatches"])
         self.assertIn("override", self.machines("list", check=0).stdout)
 
-    def test_5_drain_spares_and_return(self):
+    def test_5_update_reaches_with_the_new_settings_first(self):
+        m0, m1 = self.fleet.machines
+        known_hosts = os.path.join(self.server.data_dir, "machines", self.m0, "known_hosts")
+        with open(known_hosts) as f:
+            before = f.read()
+        r = self.machines("update", self.m0, "--host-key", m1.host_key_pub, check=1)
+        self.assertIn("HostPublicKey does not match", r.stderr)
+        with open(known_hosts) as f:
+            self.assertEqual(f.read(), before)
+        out = json.loads(self.machines("update", self.m0, "--key", self.fleet.key_path,
+                                       "--host-key", m0.host_key_pub, "--output", "json",
+                                       check=0).stdout)
+        self.assertEqual(out["Machine"]["HostPublicKey"], m0.host_key_pub)
+
+    def test_5b_drain_spares_and_return(self):
         out = json.loads(self.machines("drain", self.m1, "--output", "json", check=0).stdout)
         self.assertTrue(out["Machine"]["Drained"])
         self.assertFalse(json.loads(self.machines("undrain", self.m1, "--output", "json",
