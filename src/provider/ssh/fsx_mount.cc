@@ -47,9 +47,11 @@ std::string FsxRemoteCommand(std::string_view mount_point_view) {
   const std::string fsname(kFsxFsname), mounted(kMountedLine);
   // No single quotes: RunConnection may wrap it in sudo -n sh -c '...'.
   return absl::StrCat(
-      "set -e; mp=", mount_point, "; mkdir -p \"$mp\"; ",
-      // A Hyperfleet sshfs left from a connection that died (sshfs killed) is stale.
+      "set -e; mp=", mount_point, "; ",
+      // A Hyperfleet sshfs left from a connection that died (sshfs killed) is stale: even
+      // stat() of it fails (ENOTCONN), so it goes first.
       "if grep -q \"^", fsname, " $mp fuse.sshfs \" /proc/mounts; then umount -l \"$mp\"; fi; ",
+      "mkdir -p \"$mp\"; ",
       // Underneath: the directory bound read-only onto itself, so that writes while sshfs
       // is away fail instead of landing on the machine's own disk.
       "if ! grep -q \"^[^ ]* $mp \" /proc/mounts; then mount --bind \"$mp\" \"$mp\"; ",
