@@ -186,7 +186,7 @@ Status SshProvider::Impl::cleanMachine(const ssh::SshTarget& target) {
   return absl::OkStatus();
 }
 
-Status SshProvider::Impl::grant(NodeRec& rec) {
+Status SshProvider::Impl::grant(NodeRec& rec, bool allocate) {
   std::lock_guard pool_lock(pool_mu_);
   for (int attempt = 0; attempt < 8; ++attempt) {
     HF_ASSIGN_OR_RETURN(auto machines, options_.inventory->machines());
@@ -201,6 +201,9 @@ Status SshProvider::Impl::grant(NodeRec& rec) {
         return absl::OkStatus();
       }
       if (!pm.drained) snapshot.push_back(pm.machine);
+    }
+    if (!allocate) {
+      return absl::NotFoundError(absl::StrCat("no machine serves ", rec.spec.instance_id));
     }
     pool::LaunchRequest request{rec.spec.cluster_id, rec.spec.instance_type,
                                 {rec.spec.instance_id}, /*all_or_nothing=*/false};
@@ -359,7 +362,7 @@ void SshProvider::Impl::doReboot(std::shared_ptr<NodeRec> rec) {
 void SshProvider::Impl::tearDown(std::shared_ptr<NodeRec> rec) {
   std::lock_guard op(*rec->op_mu);  // after any launch work of this node
   const std::string id = rec->spec.instance_id;
-  if (rec->machine_id.empty()) (void)grant(*rec).ok();  // only finds one already serving it
+  if (rec->machine_id.empty()) (void)grant(*rec, /*allocate=*/false).ok();
   if (!rec->machine_id.empty()) {
     std::string reason;
     if (rec->stop_now) {

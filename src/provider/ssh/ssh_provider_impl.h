@@ -61,8 +61,10 @@ class SshProvider::Impl {
   void setUp(std::shared_ptr<NodeRec> rec);
   void tearDown(std::shared_ptr<NodeRec> rec);
   void doReboot(std::shared_ptr<NodeRec> rec);
-  /// Takes a machine for `rec` (the one already serving it after a restart, else Allocate).
-  Status grant(NodeRec& rec);
+  /// Takes a machine for `rec`: the one already serving it (after a restart), else, when
+  /// `allocate`, one that hf_pool's Allocate grants. NotFound when none serves it and
+  /// !allocate; ResourceExhausted with the pool's shortfall message.
+  Status grant(NodeRec& rec, bool allocate = true);
   /// Runs `script` with `command` on `target`, retried while ssh itself fails; a script that
   /// fails is an error naming its last step and the tail of its output.
   StatusOr<ssh::SshResult> runStep(const ssh::SshTarget& target, const std::string& step,

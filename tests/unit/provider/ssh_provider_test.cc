@@ -230,6 +230,19 @@ TEST_F(SshProviderTest, NoFreeMachineFailsWithThePoolsShortfall) {
   EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
 }
 
+TEST_F(SshProviderTest, TerminatingAnInstanceThatGotNoMachineTakesNone) {
+  start();
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  EXPECT_EQ(only().state, InstanceState::kFailed);
+  inventory_.add("m-000000000001", "10.250.0.11");  // registered after the shortfall
+  ASSERT_TRUE(provider_->terminate("i-1").ok());
+  provider_->waitIdleForTest();
+  EXPECT_TRUE(provider_->list("c1")->empty());
+  EXPECT_EQ(ssh_.at("10.250.0.11").cleanups, 0);
+  EXPECT_EQ(inventory_.machines()->front().revision, 1);  // never written
+}
+
 /// The registry's view with every machine drained.
 class DrainedView final : public MachineInventory {
  public:
