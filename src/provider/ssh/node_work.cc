@@ -137,7 +137,12 @@ Status SshProvider::Impl::writeIdentity(const NodeRec& rec, const ssh::SshTarget
       "\nHF_AGENT_TOKEN=", options_.agent_token ? options_.agent_token(rec.spec.instance_id) : "",
       "\n", options_.agent_cert_sha256.empty()
                 ? std::string()
-                : absl::StrCat("HF_AGENT_CERT_SHA256=", options_.agent_cert_sha256, "\n"));
+                : absl::StrCat("HF_AGENT_CERT_SHA256=", options_.agent_cert_sha256, "\n"),
+      // The agent answers HyperPod's IMDS paths unless the machine has a metadata service
+      // of its own (then it leaves it alone: src/agent/imds_server.cc).
+      "HF_IMDS=serve\nHF_IMDS_INSTANCE_TYPE=", rec.spec.instance_type,
+      "\nHF_IMDS_LOCAL_IPV4=", rec.ip, "\nHF_IMDS_HOSTNAME=", rec.hostname,
+      "\nHF_IMDS_REGION=", options_.region, "\n");
   HF_ASSIGN_OR_RETURN(in.munge_key, mungeKey(rec.spec.cluster_id));
   {
     std::vector<sc::HostsEntry> hosts;

@@ -2,12 +2,14 @@
 // inventory (the real ssh runs in tests/e2e/it_ssh_provider.py): allocation through hf_pool,
 // shortfall, provisioning steps and their retries, reboot, cleanup and release, quarantine,
 // hot spares, and adoption after a restart.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/provider/ssh_provider.h"
@@ -217,6 +219,21 @@ TEST_F(SshProviderTest, LaunchTakesAFreeMachineProvisionsItAndRuns) {
   EXPECT_EQ(fm.identity_runs, 1);
   EXPECT_TRUE(fm.agent_running);
   EXPECT_EQ(fm.binary_sha, local::Sha256Hex("#!fake node binary\n"));
+  // agent.env as the identity script writes it.
+  const std::string& script = fm.identity_script;
+  const std::string head = "base64 -d > '/etc/hyperfleet/agent.env.hf-new' <<'HF_B64'\n";
+  const size_t from = script.find(head);
+  ASSERT_NE(from, std::string::npos);
+  const size_t to = script.find("HF_B64\n", from + head.size());
+  std::string b64 = script.substr(from + head.size(), to - from - head.size());
+  b64.erase(std::remove(b64.begin(), b64.end(), '\n'), b64.end());
+  std::string env;
+  ASSERT_TRUE(absl::Base64Unescape(b64, &env));
+  EXPECT_EQ(env,
+            "HF_AGENT_URL=https://10.250.0.1:9443\nHF_INSTANCE_ID=i-1\nHF_AGENT_TOKEN=token-i-1\n"
+            "HF_AGENT_CERT_SHA256=" + std::string(64, 'a') + "\n"
+            "HF_IMDS=serve\nHF_IMDS_INSTANCE_TYPE=ml.c5.large\nHF_IMDS_LOCAL_IPV4=10.250.0.11\n"
+            "HF_IMDS_HOSTNAME=ip-10-250-0-11\nHF_IMDS_REGION=us-west-2\n");
 }
 
 TEST_F(SshProviderTest, NoFreeMachineFailsWithThePoolsShortfall) {
