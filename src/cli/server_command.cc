@@ -435,7 +435,10 @@ Status Server::ListenAgents(const CheckedFlags& checked) {
   HF_ASSIGN_OR_RETURN(const http::TlsIdentity identity,
                       http::LoadOrCreateTlsIdentity(data_dir_ + "/agent-tls", host));
   http::HttpServerOptions agent_http;
-  agent_http.host = checked.agent_listen->first;
+  agent_http.host = checked.agent_listen->first;  // "[v6]" binds as v6
+  if (agent_http.host.size() > 2 && agent_http.host.front() == '[') {
+    agent_http.host = agent_http.host.substr(1, agent_http.host.size() - 2);
+  }
   agent_http.port = checked.agent_listen->second;
   agent_http.io_threads = 1;
   agent_http.tls_certificate_pem = identity.certificate_pem;

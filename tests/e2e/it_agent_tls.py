@@ -134,6 +134,17 @@ class AgentTlsRestartAndFlagsTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_an_ipv6_listener(self):
+        server = start_server(self.dir, ("--agent-listen", "[::1]:0"))
+        try:
+            self.assertRegex(server.agent_url, r"^https://\[::1\]:[0-9]+$")
+            status, _ = harness.agent_request(
+                server.agent_endpoint, server.agent_cert_sha256, "POST", "/agent/v1/register",
+                body=b"{}", headers={"Authorization": "HyperfleetNode i-0000000000000000a:00"})
+            self.assertEqual(status, 403)  # served over TLS; that node does not exist
+        finally:
+            server.stop()
+
     def test_bad_flags_are_refused_with_a_message(self):
         cases = [
             (["--agent-listen", "0.0.0.0:0"], "--agent-address"),
