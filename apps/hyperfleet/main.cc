@@ -33,10 +33,11 @@ int main(int argc, char** argv) {
         return "--account-id must be 12 digits";
       });
   srv->add_option("--provider", server.provider,
-                  "Where instances come from: local (namespaced nodes on this host; root) "
+                  "Where instances come from: local (namespaced nodes on this host; root), "
+                  "ssh (registered machines over ssh; needs --agent-listen) "
                   "or fake (no machines, for API tests)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"local", "fake"}));
+      ->check(CLI::IsMember({"local", "ssh", "fake"}));
   srv->add_option("--agent-port", server.agent_port,
                   "local provider: node agent endpoint port on every cluster bridge")
       ->capture_default_str();

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <atomic>
+#include <filesystem>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -38,6 +39,8 @@
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/http/tls_identity.h"
 #include "hyperfleet/jobsapi/jobs_service.h"
+#include "hyperfleet/machines/machines_service.h"
+#include "hyperfleet/machines/registry.h"
 #include "hyperfleet/logs/log_operations.h"
 #include "hyperfleet/logs/log_store.h"
 #include "hyperfleet/model/instance_catalog.h"
@@ -46,6 +49,7 @@
 #include "hyperfleet/provider/fake_provider.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "hyperfleet/provider/node_image.h"
+#include "hyperfleet/provider/ssh_provider.h"
 #include "hyperfleet/session/session_server.h"
 #include "hyperfleet/store/store.h"
 
@@ -187,9 +191,14 @@ StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
   } else if (!flags.agent_address.empty()) {
     return absl::InvalidArgumentError("--agent-address needs --agent-listen");
   }
-  if (flags.provider != "fake" && flags.provider != "local") {
+  if (flags.provider != "fake" && flags.provider != "local" && flags.provider != "ssh") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--provider ", flags.provider, " is not available; providers: local, fake"));
+        "--provider ", flags.provider, " is not available; providers: local, ssh, fake"));
+  }
+  if (flags.provider == "ssh" && flags.agent_listen.empty()) {
+    return absl::InvalidArgumentError(
+        "--provider ssh needs --agent-listen HOST:PORT (and --agent-address when it listens on "
+        "every address): the agents on machines reach the control plane there over TLS");
   }
   if (flags.access_key_id.empty() != flags.secret_access_key.empty()) {
     return absl::InvalidArgumentError(
@@ -341,6 +350,8 @@ class Server {
   Status ListenAgents(const CheckedFlags& checked);
   /// The fake provider, or the local one (root; the node image is built when missing).
   Status MakeProvider();
+  /// The ssh provider over the machine registry (docs/ssh-provider.md).
+  Status MakeSshProvider();
   /// The cluster controller, fed by the node status cache.
   Status WireController();
   /// The API handler and its services (clusters, governance, logs, jobs).
@@ -379,6 +390,11 @@ class Server {
   std::unique_ptr<api::GovernanceOperations> governance_;
   std::unique_ptr<logs::LogOperations> log_operations_;
   std::unique_ptr<jobsapi::JobsService> jobs_service_;
+  /// The machine registry (`hyperfleet machines`), its inventory (the ssh provider draws
+  /// from it) and its API operations.
+  std::unique_ptr<machines::MachineRegistry> machine_registry_;
+  std::unique_ptr<machines::StoreMachineInventory> machine_inventory_;
+  std::unique_ptr<machines::MachinesService> machines_service_;
   http::HttpServerOptions http_options_;
   std::unique_ptr<NodeSessionTargets> session_targets_;
   std::unique_ptr<session::SessionService> sessions_;
@@ -388,6 +404,12 @@ class Server {
 Status Server::OpenStores() {
   HF_ASSIGN_OR_RETURN(credentials_, LoadCredentials(flags_, data_dir_));
   HF_ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(data_dir_ + "/state.db"));
+  // Registered machines; their ssh keys under <data dir>/machines (owner-only).
+  machines::RegistryOptions registry_options;
+  registry_options.dir = data_dir_ + "/machines";
+  machine_registry_ = std::make_unique<machines::MachineRegistry>(
+      *store_, clock_, ids_, model::InstanceCatalog::Embedded(), registry_options);
+  machine_inventory_ = std::make_unique<machines::StoreMachineInventory>(*machine_registry_);
   // Node output (lifecycle scripts) in the CloudWatch Logs subset's own database.
   HF_ASSIGN_OR_RETURN(log_store_, logs::OpenLogStoreInDataDir(data_dir_, clock_));
   log_sink_ = [log_store = log_store_.get()](const std::string& group, const std::string& stream,
@@ -460,6 +482,7 @@ Status Server::ListenAgents(const CheckedFlags& checked) {
 }
 
 Status Server::MakeProvider() {
+  if (flags_.provider == "ssh") return MakeSshProvider();
   if (flags_.provider == "fake") {
     provider::FakeProvider::Options fake_options;
     fake_options.boot_delay = std::chrono::milliseconds(flags_.fake_boot_delay_ms);
@@ -479,6 +502,36 @@ Status Server::MakeProvider() {
   };
   local.agent_token = [tokens = &*tokens_](std::string_view id) { return tokens->tokenFor(id); };
   HF_ASSIGN_OR_RETURN(provider_, provider::LocalProvider::Create(local));
+  return absl::OkStatus();
+}
+
+Status Server::MakeSshProvider() {
+  provider::SshProvider::Options ssh;
+  ssh.data_dir = data_dir_;
+  ssh.inventory = machine_inventory_.get();
+  // The portable node binary built beside this one; else this binary (Debian 12 machines).
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
+  const std::filesystem::path node = self.parent_path() / "hyperfleet-node";
+  ssh.node_binary = std::filesystem::is_regular_file(node, ec) ? node.string() : self.string();
+  ssh.agent_url = agent_endpoint_.url;
+  ssh.agent_cert_sha256 = agent_endpoint_.cert_sha256;
+  ssh.agent_token = [tokens = &*tokens_](std::string_view id) { return tokens->tokenFor(id); };
+  ssh.region = flags_.region;
+  // Which spare replaced which node, which machine went to quarantine: cluster events.
+  ssh.on_event = [this](const provider::SshProviderEvent& e) {
+    store::WriteBatch batch;
+    batch.events.push_back(model::MakeEvent(
+        ids_.eventId(), e.cluster_id, clock_.now(),
+        {"Instance",
+         e.kind == provider::SshProviderEvent::Kind::kMachineQuarantined ? "Warn" : "Info",
+         e.message, e.group, e.instance_id, nullptr}));
+    if (auto st = store_->commit(batch); !st.ok()) {
+      spdlog::warn("ssh provider event: {}", st.status().ToString());
+    }
+  };
+  spdlog::info("ssh provider: node binary {}", ssh.node_binary);
+  HF_ASSIGN_OR_RETURN(provider_, provider::SshProvider::Create(ssh));
   return absl::OkStatus();
 }
 
@@ -532,6 +585,9 @@ Status Server::WireApi() {
   // hyperfleet jobs why
   jobs_service_ = std::make_unique<jobsapi::JobsService>(*store_, *governance_loop_);
   handler_->addService(*jobs_service_);
+  // hyperfleet machines
+  machines_service_ = std::make_unique<machines::MachinesService>(*machine_registry_);
+  handler_->addService(*machines_service_);
   return absl::OkStatus();
 }
 
