@@ -77,8 +77,9 @@ void AddAgentCommand(CLI::App& app) {
   auto flags = std::make_shared<AgentFlags>();
   auto* cmd = app.add_subcommand("agent", "Run the node agent (inside a node)");
   cmd->add_option("--env-file", flags->env_file,
-                  "KEY=VALUE file with HF_AGENT_URL, HF_INSTANCE_ID, HF_AGENT_TOKEN "
-                  "(default: <root>/etc/hyperfleet/agent.env)");
+                  "KEY=VALUE file with HF_AGENT_URL, HF_INSTANCE_ID, HF_AGENT_TOKEN, and "
+                  "HF_AGENT_CERT_SHA256 for an https URL (default: "
+                  "<root>/etc/hyperfleet/agent.env)");
   cmd->add_option("--root", flags->root, "Prefix of every node file the agent reads or writes")
       ->capture_default_str();
   cmd->add_flag("--once", flags->once,
