@@ -98,8 +98,11 @@ StatusOr<std::unique_ptr<ImdsServer>> ImdsServer::Start(const AgentImds& imds,
   std::unique_ptr<ImdsServer> server(new ImdsServer());
   server->state_ = std::make_unique<State>();
   State& state = *server->state_;
-  if (options.add_address && !AddressOnLo(options.address)) {
-    HF_RETURN_IF_ERROR(IpAddrOnLo("add", options.address + "/32"));
+  if (options.add_address) {
+    // Already there with nobody listening: left by an agent that was killed; ours to remove.
+    if (!AddressOnLo(options.address)) {
+      HF_RETURN_IF_ERROR(IpAddrOnLo("add", options.address + "/32"));
+    }
     state.added_address = options.address + "/32";
   }
   http::HttpServerOptions ho;

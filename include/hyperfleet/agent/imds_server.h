@@ -36,7 +36,8 @@ StatusOr<std::optional<AgentImds>> ImdsFromEnv(
 struct ImdsServerOptions {
   std::string address = "169.254.169.254";
   uint16_t port = 80;
-  /// Add `address`/32 to lo when it is not there (removed again by Stop()).
+  /// Add `address`/32 to lo when it is not there; Stop() removes it (also when an agent
+  /// that was killed left it there: nothing listened at it, so it was not another's).
   bool add_address = true;
   /// How long the check for an existing metadata service waits for a TCP connection.
   int probe_timeout_ms = 1000;
@@ -55,7 +56,7 @@ class ImdsServer {
   ImdsServer(const ImdsServer&) = delete;
   ImdsServer& operator=(const ImdsServer&) = delete;
   uint16_t port() const;
-  /// Stops serving and removes the address if Start() added it. Idempotent.
+  /// Stops serving and removes the address from lo (with add_address). Idempotent.
   void Stop();
 
  private:

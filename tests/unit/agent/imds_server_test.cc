@@ -183,6 +183,14 @@ TEST(ImdsServer, AddsTheAddressToLoAndRemovesIt) {
     EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
     (*server)->Stop();
     EXPECT_EQ(LoAddresses().find("169.254.169.254"), std::string::npos) << LoAddresses();
+    // Left on lo by an agent that was killed (nobody listens): taken over and removed.
+    auto left = RunCapture({"ip", "addr", "add", "169.254.169.254/32", "dev", "lo"});
+    ASSERT_TRUE(left.ok() && left->ok());
+    auto again = ImdsServer::Start(Node());
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(ReadAsAScriptWould("http://169.254.169.254"), kExpected);
+    (*again)->Stop();
+    EXPECT_EQ(LoAddresses().find("169.254.169.254"), std::string::npos) << LoAddresses();
   });
 }
 

@@ -393,6 +393,17 @@ TEST(FsxMachines, TwoMachinesMountTheExportOverSsh) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, "from-" + a.name + "\n");
 
+  // The control plane's ssh connection killed here (as when the control plane dies): sshfs
+  // on the machine sees it end, unmounts, and the supervisor mounts again.
+  const int before_ssh = mounts[0]->state().mounts;
+  std::string pids;
+  ASSERT_TRUE(Sh("pgrep -f '^ssh .*root@" + a.target.address + " .*sshfs -f -o passive'", &pids));
+  ASSERT_TRUE(Sh("kill -9 " + pids.substr(0, pids.find('\n'))));
+  ASSERT_TRUE(mounts[0]->WaitRemounted(before_ssh, 30s)) << mounts[0]->state().last_error;
+  read = OnMachine(a, "cat /fsx/a.txt");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, "from-" + a.name + "\n");
+
   // Stopped and cleaned: nothing of Hyperfleet's mounted on the machine.
   for (size_t i = 0; i < machines.size(); ++i) {
     mounts[i]->Stop();
