@@ -6,8 +6,10 @@ packages, /dev/fuse).
 real hf_ssh client against two machines: both mount the same export from this host (sshfs
 in passive mode over the control plane's own ssh connection, sftp-server in a bubblewrap
 sandbox here), a file written on one is read on the other and here, the node reaches nothing
-of this host's outside the export, sshfs killed on a machine is mounted again, and cleanup
-leaves nothing mounted. It prints the mount time, a 64 MiB dd and the re-mount time.
+of this host's outside the export, sshfs killed on a machine, the control plane's ssh
+process killed and a dead network link (taken down here when the test asks) are each
+followed by a new mount, and cleanup leaves nothing mounted. It prints the mount time, a
+64 MiB dd, and the times to notice the dead link and to mount again.
 
 IMDS: the node binary's agent with HF_IMDS=serve in agent.env answers HyperPod's paths at
 169.254.169.254 on a machine that has no metadata service, with a token and 401 without, and
@@ -56,14 +58,39 @@ class FsxAndImdsOnMachines(unittest.TestCase):
         spec_path = os.path.join(self.tmp, "machines.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "HF_FSX_MACHINES": spec_path}
-        r = subprocess.run([FSX_TEST, "--gtest_filter=FsxMachines.*"], env=env,
-                           capture_output=True, text=True, timeout=300)
-        sys.stderr.write("".join(l + "\n" for l in r.stdout.splitlines() if "FSX-FIGURE" in l
-                                 or "MB/s" in l or "GB/s" in l))
-        self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
-        self.assertIn("[  PASSED  ] 1 test", r.stdout)
-        self.assertNotIn("SKIPPED", r.stdout)
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C",
+               "HF_FSX_MACHINES": spec_path, "HF_FSX_LINK_CONTROL": "1"}
+        by_name = {m.name: m for m in self.fleet.machines}
+        p = subprocess.Popen([FSX_TEST, "--gtest_filter=FsxMachines.*"], env=env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        out = []
+        try:
+            for line in p.stdout:  # the test asks for the dead link and its end
+                out.append(line)
+                if line.startswith("FSX-LINK-DOWN "):
+                    by_name[line.split()[1]].link_down()
+                    p.stdin.write("down\n")
+                    p.stdin.flush()
+                elif line.startswith("FSX-LINK-UP "):
+                    by_name[line.split()[1]].link_up()
+                    p.stdin.write("up\n")
+                    p.stdin.flush()
+            p.wait(timeout=300)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdin.close()
+            p.stdout.close()
+            for m in self.fleet.machines:
+                m.link_up()
+        stdout = "".join(out)
+        sys.stderr.write("".join(l for l in out if "FSX-FIGURE" in l or "MB/s" in l))
+        self.assertEqual(p.returncode, 0, stdout[-6000:])
+        self.assertIn("[  PASSED  ] 1 test", stdout)
+        self.assertNotIn("SKIPPED", stdout)
+        self.assertIn("re-mount after the link came back", stdout)
         # Nothing of the host's outside the export was written or read there.
         self.assertEqual(sorted(os.listdir(export)), ["a.txt"])
         for m in self.fleet.machines:

@@ -18,6 +18,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <thread>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -403,6 +405,40 @@ TEST(FsxMachines, TwoMachinesMountTheExportOverSsh) {
   read = OnMachine(a, "cat /fsx/a.txt");
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, "from-" + a.name + "\n");
+
+  // A dead network (it_fsx.py takes the machine's link down when asked on stdout and says
+  // so on stdin): ssh notices (ServerAliveInterval 5 s x 3), and once the link is back the
+  // supervisor mounts again; the machine's old sshfs, still hanging, is unmounted under it.
+  if (std::getenv("HF_FSX_LINK_CONTROL") != nullptr) {
+    const int before_link = mounts[0]->state().mounts;
+    std::printf("FSX-LINK-DOWN %s\n", a.name.c_str());
+    std::fflush(stdout);
+    std::string answer;
+    ASSERT_TRUE(std::getline(std::cin, answer) && answer == "down") << answer;
+    const auto down = std::chrono::steady_clock::now();
+    // Bounded poll of the supervisor's state: it has no "unmounted" wait of its own.
+    while (mounts[0]->state().mounted &&
+           std::chrono::steady_clock::now() - down < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_FALSE(mounts[0]->state().mounted) << "ssh never noticed the dead link";
+    const auto lost = std::chrono::steady_clock::now();
+    std::printf("FSX-FIGURE dead link noticed after %lld ms\nFSX-LINK-UP %s\n",
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(lost - down).count()),
+                a.name.c_str());
+    std::fflush(stdout);
+    ASSERT_TRUE(std::getline(std::cin, answer) && answer == "up") << answer;
+    const auto up = std::chrono::steady_clock::now();
+    ASSERT_TRUE(mounts[0]->WaitRemounted(before_link, 60s)) << mounts[0]->state().last_error;
+    std::printf("FSX-FIGURE re-mount after the link came back: %lld ms\n",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - up)
+                                           .count()));
+    read = OnMachine(a, "cat /fsx/a.txt");
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(*read, "from-" + a.name + "\n");
+  }
 
   // Stopped and cleaned: nothing of Hyperfleet's mounted on the machine.
   for (size_t i = 0; i < machines.size(); ++i) {
