@@ -406,6 +406,19 @@ TEST(FsxMachines, TwoMachinesMountTheExportOverSsh) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, "from-" + a.name + "\n");
 
+  // A reboot of the other machine: its /fsx comes back once it answers ssh again.
+  const int before_reboot = mounts[1]->state().mounts;
+  (void)hf::ssh::Run(b.target, "systemctl reboot", "", 30s);  // its connection may just end
+  const auto rebooted = std::chrono::steady_clock::now();
+  ASSERT_TRUE(mounts[1]->WaitRemounted(before_reboot, 90s)) << mounts[1]->state().last_error;
+  std::printf("FSX-FIGURE re-mount after a reboot: %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - rebooted)
+                                         .count()));
+  read = OnMachine(b, "cat /fsx/a.txt");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, "from-" + a.name + "\n");
+
   // A dead network (it_fsx.py takes the machine's link down when asked on stdout and says
   // so on stdin): ssh notices (ServerAliveInterval 5 s x 3), and once the link is back the
   // supervisor mounts again; the machine's old sshfs, still hanging, is unmounted under it.
