@@ -1,8 +1,9 @@
 """The portable node binary, build/bin/hyperfleet-node, on a Debian root that lacks the build
 host's libraries (the `bare` layer of the ssh test machines: debootstrap minbase with systemd
 and sshd, without abseil, spdlog, fmt, pugixml or SQLite): it starts there and answers
-`--version` and `agent --help`, where the dynamic `hyperfleet` binary cannot even load. (Its
-glibc floor and NEEDED list: ctest tools.check_node_binary.)"""
+`--version` and `agent --help`, and its agent talks to a real server's pinned TLS agent
+endpoint, where the dynamic `hyperfleet` binary cannot even load. (Its glibc floor and NEEDED
+list: ctest tools.check_node_binary.)"""
 
 import os
 import shutil
@@ -69,6 +70,43 @@ class BareDebianRootTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("hyperfleet agent: ", r.stderr)
         self.assertIn("/nonexistent/agent.env", r.stderr)
+
+    def agent_first_register_line(self, env_lines):
+        """Runs the node binary's agent in the root with agent.env = `env_lines` until it logs
+        its first registration attempt; returns that line."""
+        env_file = os.path.join(self.root, "etc", "hyperfleet", "agent.env")
+        os.makedirs(os.path.dirname(env_file), exist_ok=True)
+        with open(env_file, "w") as f:
+            f.write("".join(line + "\n" for line in env_lines))
+        p = subprocess.Popen(["chroot", self.root, "/opt/hyperfleet/bin/hyperfleet-node", "agent"],
+                             env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, cwd="/")
+        try:
+            seen = []
+            for line in p.stderr:  # ends when the agent exits
+                seen.append(line)
+                if "register with" in line:
+                    return line
+            self.fail("the agent exited before registering:\n" + "".join(seen))
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
+            p.stderr.close()
+
+    def test_node_agent_reaches_a_tls_endpoint_pinned(self):
+        # Static OpenSSL and the Beast client in a root without the build host's libraries:
+        # the pinned endpoint answers (the made-up node's token is refused by the server: an
+        # HTTP answer over TLS); a wrong pin is refused by the agent before anything is sent.
+        with harness.Server(extra_args=("--agent-listen", "127.0.0.1:0")) as server:
+            base = [f"HF_AGENT_URL={server.agent_endpoint}", "HF_INSTANCE_ID=i-0123456789abcdef0",
+                    "HF_AGENT_TOKEN=" + "0" * 64]
+            line = self.agent_first_register_line(
+                base + [f"HF_AGENT_CERT_SHA256={server.agent_cert_sha256}"])
+            self.assertIn("wrong token for instance i-0123456789abcdef0", line)
+            wrong = "f" * 64
+            line = self.agent_first_register_line(base + [f"HF_AGENT_CERT_SHA256={wrong}"])
+            self.assertIn(f"does not match the pinned {wrong}", line)
+            self.assertIn(server.agent_cert_sha256, line)
 
     def test_dynamic_binary_does_not_load_there(self):
         r = self.chroot("/opt/hyperfleet/bin/hyperfleet", "agent", "--help")
