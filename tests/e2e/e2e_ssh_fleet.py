@@ -49,6 +49,12 @@ class SshFleetFixture(SlurmClusterFixture):
         cls.fleet = ssh_machines.Fleet(cls.fleet_size, layer=cls.layer).start()
         cls.timings["fleet boot"] = time.monotonic() - t0
         try:
+            # A default route via the host, as a server's network gives it one: HyperPod's
+            # lifecycle scripts find their address with `ip route get` to an outside address.
+            # The fleet's nftables table still drops whatever would leave the subnet.
+            for m in cls.fleet.machines:
+                subprocess.run(["ip", "-n", m.netns, "route", "replace", "default", "via",
+                                cls.fleet.host_address], check=True, env=ssh_machines.ENV)
             cls.before = {m.address: cls.machine_state(m) for m in cls.fleet.machines}
             cls.server = Server(provider="ssh", extra_args=[
                 "--agent-listen", f"{cls.fleet.host_address}:0", *cls.server_args])
@@ -234,7 +240,10 @@ class SshFleetTest(SshFleetFixture):
         self.assertEqual({n for n, _ in rows}, set(self.worker_hostnames()))
 
     def test_3_a_killed_worker_machine_is_replaced_by_the_spare_and_the_job_resumes(self):
-        spare = [r for r in self.machines() if r["State"] == "spare-ready"]
+        # The cluster may have taken the spare (Allocate grants a ready spare first) and the
+        # pool refills it from the free machine.
+        spare = wait_until(lambda: [r for r in self.machines() if r["State"] == "spare-ready"],
+                           timeout=600, interval=1, what="a ready hot spare")
         self.assertEqual(len(spare), 1, self.machines())
         job = e2e_chaos.ChaosTest.start_training(self, "killed")
         host, iid = sorted(e2e_chaos.ChaosTest.workers(self).items())[0]
