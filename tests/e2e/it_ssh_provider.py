@@ -21,6 +21,15 @@ NODE_BINARY = os.path.join(os.path.dirname(BINARY), "hyperfleet-node")
 TYPE = "ml.c5.large"
 
 
+class Flags(unittest.TestCase):
+    def test_ssh_needs_the_agent_endpoint(self):
+        r = subprocess.run([BINARY, "server", "--provider", "ssh", "--listen", "127.0.0.1:0",
+                            "--data-dir", "/nonexistent/hf-it-ssh"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("--provider ssh needs --agent-listen", r.stderr)
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root (the ssh test machines)")
 class SshProvider(unittest.TestCase):
     @classmethod

@@ -28,6 +28,11 @@ std::string Tail(std::string_view s, size_t n = 400) {
   return std::string(s.size() > n ? s.substr(s.size() - n) : s);
 }
 
+/// When the machine booted: its init's start, else the kernel's boot time.
+SystemTime BootTime(const sc::MachineFacts& f) {
+  return SystemTime(std::chrono::seconds(f.init_start > 0 ? f.init_start : f.btime));
+}
+
 /// EM_* of a `uname -m` machine (elf.h): the stand-in module's header.
 int ElfMachineOf(std::string_view machine) {
   if (machine == "x86_64") return 62;    // EM_X86_64
@@ -297,7 +302,7 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
     HF_ASSIGN_OR_RETURN(auto facts, probe(target));
     std::lock_guard lock(mu_);
     rec->boot_id = facts.boot_id;
-    rec->boot_time = SystemTime(std::chrono::seconds(facts.btime));
+    rec->boot_time = BootTime(facts);
     return absl::OkStatus();
   }();
   {
@@ -346,7 +351,7 @@ void SshProvider::Impl::doReboot(std::shared_ptr<NodeRec> rec) {
         if (auto facts = sc::ParseMachineFacts(q->out); facts.ok() && facts->boot_id != old_boot) {
           std::lock_guard lock(mu_);
           rec->boot_id = facts->boot_id;
-          rec->boot_time = SystemTime(std::chrono::seconds(facts->btime));
+          rec->boot_time = BootTime(*facts);
           return absl::OkStatus();
         }
       }

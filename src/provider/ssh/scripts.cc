@@ -247,6 +247,10 @@ std::string RenderProbeScript() {
       "export LC_ALL=C PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
       "echo boot_id=$(cat /proc/sys/kernel/random/boot_id)\n",
       "echo btime=$(awk '$1==\"btime\"{print $2}' /proc/stat)\n",
+      // PID 1's start (clock ticks after btime; its name has no blanks: field 22).
+      "t=$(awk '{print $22}' /proc/1/stat 2>/dev/null || true); hz=$(getconf CLK_TCK)\n",
+      "b=$(awk '$1==\"btime\"{print $2}' /proc/stat)\n",
+      "if [ -n \"$t\" ] && [ -n \"$hz\" ]; then echo init_start=$((b + t / hz)); fi\n",
       "echo kernel_release=$(uname -r)\n", "echo machine=$(uname -m)\n",
       "v=$(cat /sys/module/nvidia/version 2>/dev/null || true); echo nvidia_version=$v\n",
       "if [ -f ", kNodeBinaryPath, " ]; then echo binary_sha256=$(sha256sum ", kNodeBinaryPath,
@@ -265,6 +269,7 @@ StatusOr<MachineFacts> ParseMachineFacts(const std::string& out) {
     const std::string v(absl::StripAsciiWhitespace(line.substr(eq + 1)));
     if (k == "boot_id") f.boot_id = v;
     if (k == "btime") (void)absl::SimpleAtoi(v, &f.btime);
+    if (k == "init_start") (void)absl::SimpleAtoi(v, &f.init_start);
     if (k == "kernel_release") f.kernel_release = v;
     if (k == "machine") f.machine = v;
     if (k == "nvidia_version") f.nvidia_version = v;

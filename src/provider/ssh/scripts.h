@@ -111,6 +111,9 @@ std::string RenderCheckScript();
 struct MachineFacts {
   std::string boot_id;
   long long btime = 0;          ///< /proc/stat btime (seconds since the epoch)
+  /// When its init (PID 1) started, seconds since the epoch: the boot time that also moves
+  /// when the "machine" is a container (whose btime is its host's); 0 when unknown.
+  long long init_start = 0;
   std::string kernel_release;
   std::string machine;          ///< uname -m
   std::string nvidia_version;   ///< its driver, or empty

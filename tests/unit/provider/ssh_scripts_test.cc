@@ -184,6 +184,7 @@ TEST(SshScripts, TheProbeReadsThisHostsFacts) {
   ASSERT_TRUE(boot_id.ok());
   EXPECT_EQ(facts->boot_id + "\n", *boot_id);
   EXPECT_GT(facts->btime, 1000000000);
+  EXPECT_GE(facts->init_start, facts->btime);  // PID 1 starts after the kernel boots
   EXPECT_FALSE(facts->kernel_release.empty());
   EXPECT_GT(facts->disk_free_kib, 0);
   EXPECT_TRUE(absl::IsInvalidArgument(ParseMachineFacts("btime=1\n").status()));
