@@ -6,7 +6,8 @@ packages, /dev/fuse).
 real hf_ssh client against two machines: both mount the same export from this host (sshfs
 in passive mode over the control plane's own ssh connection, sftp-server in a bubblewrap
 sandbox here), a file written on one is read on the other and here, the node reaches nothing
-of this host's outside the export, sshfs killed on a machine, the control plane's ssh
+of this host's outside the export (the second machine is reached as a user with sudo, not
+root), sshfs killed on a machine, the control plane's ssh
 process killed and a dead network link (taken down here when the test asks) are each
 followed by a new mount, and cleanup leaves nothing mounted. It prints the mount time, a
 64 MiB dd, and the times to notice the dead link and to mount again.
@@ -52,9 +53,12 @@ class FsxAndImdsOnMachines(unittest.TestCase):
         export = os.path.join(self.tmp, "export")
         with open(os.path.join(self.tmp, "host-secret"), "w") as f:
             f.write("secret\n")
+        # The second machine is reached as an operator's user with sudo, not as root.
+        self.fleet.machines[1].add_login_user("ops")
         spec = {"export_dir": export, "machines": [
             {"name": m.name, "address": m.address, "identity_file": self.fleet.key_path,
-             "known_hosts_file": m.known_hosts_file} for m in self.fleet.machines]}
+             "known_hosts_file": m.known_hosts_file, "user": "ops" if i == 1 else "root"}
+            for i, m in enumerate(self.fleet.machines)]}
         spec_path = os.path.join(self.tmp, "machines.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
@@ -131,7 +135,8 @@ class FsxAndImdsOnMachines(unittest.TestCase):
                          r.stderr)
         self.assertIn("169.254.169.254/32", m.ssh("ip -o -4 addr show dev lo").stdout)
         m.ssh("systemctl stop hf-imds-test", check=False)
-        self.assertNotIn("169.254.169.254", m.ssh("ip -o -4 addr show dev lo").stdout)
+        self.assertNotIn("169.254.169.254", m.ssh("ip -o -4 addr show dev lo").stdout,
+                         m.ssh("journalctl -u hf-imds-test --no-pager | tail -20").stdout)
 
 
 if __name__ == "__main__":

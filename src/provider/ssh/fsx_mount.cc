@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/fs.h"
+#include "provider/ssh/scripts.h"
 
 namespace hf::provider::ssh {
 namespace {
@@ -45,7 +46,6 @@ void CloseFd(int& fd) {
 std::string FsxRemoteCommand(std::string_view mount_point_view) {
   const std::string mount_point(mount_point_view);
   const std::string fsname(kFsxFsname), mounted(kMountedLine);
-  // No single quotes: RunConnection may wrap it in sudo -n sh -c '...'.
   return absl::StrCat(
       "set -e; mp=", mount_point, "; ",
       // A Hyperfleet sshfs left from a connection that died (sshfs killed) is stale: even
@@ -190,8 +190,8 @@ bool FsxMount::RunConnection() {
   spec.err = Stdio::Null();
   spec.group = ProcessGroup::kNewGroup;
   auto server = Subprocess::Spawn(spec);
-  std::string command = FsxRemoteCommand(options_.mount_point);
-  if (options_.sudo) command = "sudo -n sh -c '" + command + "'";
+  const std::string command =
+      ssh_scripts::RootCommand(options_.user, FsxRemoteCommand(options_.mount_point));
   StatusOr<Subprocess> remote = absl::UnknownError("not started");
   if (server.ok()) {
     remote = options_.start_remote(command, Stdio::Fd(sv[1]), Stdio::Fd(sv[1]), Stdio::Pipe());

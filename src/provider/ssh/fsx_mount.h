@@ -49,8 +49,9 @@ struct FsxMountOptions {
   std::string sandbox_dir;
   /// The machine's mount point (absolute, no blanks or quotes).
   std::string mount_point = "/fsx";
-  /// Prefix the remote command with `sudo -n` (the ssh user is not root).
-  bool sudo = false;
+  /// The ssh user: root runs the command itself, another through `sudo -n`
+  /// (ssh_scripts::RootCommand).
+  std::string user = "root";
   RemoteStarter start_remote;
   /// Wait before mounting again after the connection ended: doubles from `retry_min` up to
   /// `retry_max` while the mounts fail, back to `retry_min` after one that held 30 s.
@@ -107,14 +108,14 @@ class FsxMount {
   std::thread thread_;
 };
 
-/// The shell command the machine runs: makes the mount point, clears a stale
+/// The shell script the machine runs as root: makes the mount point, clears a stale
 /// Hyperfleet mount there, binds it read-only onto itself (once), then runs sshfs in passive
 /// mode in the foreground (allow_other, default_permissions, no directory cache, fsname
 /// kFsxFsname) while a watcher prints "hyperfleet-fsx mounted" on stderr once /proc/mounts
 /// shows it.
 std::string FsxRemoteCommand(std::string_view mount_point);
 
-/// The shell command that removes /fsx's mounts from the machine on cleanup (sshfs's and the
+/// The shell script (run as root) that removes /fsx's mounts from the machine on cleanup (sshfs's and the
 /// read-only bind; never an operator's own), leaving the empty directory.
 std::string FsxCleanupCommand(std::string_view mount_point);
 

@@ -29,6 +29,7 @@
 #include "hyperfleet/ssh/ssh_client.h"
 #include "provider/ssh/fsx_mount.h"
 #include "provider/ssh/fsx_plan.h"
+#include "provider/ssh/scripts.h"
 
 namespace hf::provider::ssh {
 namespace {
@@ -75,9 +76,8 @@ TEST(PlanFsx, RefusesBadParameters) {
   }
 }
 
-TEST(FsxCommands, HaveNoSingleQuoteSoSudoCanWrapThem) {
-  EXPECT_EQ(FsxRemoteCommand("/fsx").find('\''), std::string::npos);
-  EXPECT_NE(FsxRemoteCommand("/fsx").find("sshfs -f -o passive"), std::string::npos);
+TEST(FsxCommands, RunSshfsInPassiveModeInTheForeground) {
+  EXPECT_NE(FsxRemoteCommand("/fsx").find("exec sshfs -f -o passive,"), std::string::npos);
 }
 
 TEST(FsxMount, RefusesBadOptions) {
@@ -321,14 +321,18 @@ std::vector<TestMachine> MachinesFromEnv(std::string* export_dir) {
     t.target.address = m.at("address").get<std::string>();
     t.target.identity_file = m.at("identity_file").get<std::string>();
     t.target.known_hosts_file = m.at("known_hosts_file").get<std::string>();
+    t.target.user = m.value("user", "root");  // another user mounts through sudo -n
     t.target.connect_timeout_seconds = 5;
     machines.push_back(std::move(t));
   }
   return machines;
 }
 
+/// Runs `command` as root on the machine (through sudo -n for another ssh user).
 StatusOr<std::string> OnMachine(const TestMachine& m, const std::string& command) {
-  HF_ASSIGN_OR_RETURN(auto r, hf::ssh::Run(m.target, command, "", 60s));
+  HF_ASSIGN_OR_RETURN(auto r, hf::ssh::Run(m.target,
+                                           ssh_scripts::RootCommand(m.target.user, command),
+                                           "", 60s));
   if (r.exit_code != 0) {
     return absl::InternalError(m.name + ": " + command + " exited " +
                                std::to_string(r.exit_code) + ": " + r.err);
@@ -347,6 +351,7 @@ TEST(FsxMachines, TwoMachinesMountTheExportOverSsh) {
     o.export_dir = export_dir;
     o.sandbox_dir = export_dir + "-sandbox";
     o.log_name = m.name;
+    o.user = m.target.user;
     o.start_remote = [target = m.target](std::string_view command, Stdio in, Stdio out,
                                          Stdio err) {
       return hf::ssh::Start(target, command, in, out, err);
@@ -408,7 +413,7 @@ TEST(FsxMachines, TwoMachinesMountTheExportOverSsh) {
 
   // A reboot of the other machine: its /fsx comes back once it answers ssh again.
   const int before_reboot = mounts[1]->state().mounts;
-  (void)hf::ssh::Run(b.target, "systemctl reboot", "", 30s);  // its connection may just end
+  (void)OnMachine(b, "systemctl reboot");  // its connection may just end
   const auto rebooted = std::chrono::steady_clock::now();
   ASSERT_TRUE(mounts[1]->WaitRemounted(before_reboot, 90s)) << mounts[1]->state().last_error;
   std::printf("FSX-FIGURE re-mount after a reboot: %lld ms\n",
