@@ -43,19 +43,38 @@ void CloseFd(int& fd) {
 
 }  // namespace
 
+namespace {
+
+/// Shell: `top` prints what is mounted on top at $mp, from /proc/self/mountinfo (fields: id
+/// parent maj:min root mount-point options [optional...] - fstype source ...): "none",
+/// "ours" (Hyperfleet's sshfs, live or stale), "bind" (the read-only bind of the directory
+/// onto itself: root and mount point are both $mp), or "other <source> <fstype>".
+std::string TopFunction() {
+  return absl::StrCat(
+      "top() { awk -v m=\"$mp\" '$5 == m { for (i = 7; $i != \"-\"; i++) ; "
+      "if ($(i + 2) == \"", std::string(kFsxFsname), "\") t = \"ours\"; "
+      "else if ($4 == m && $6 ~ /^ro/) t = \"bind\"; "
+      "else t = \"other \" $(i + 2) \" \" $(i + 1) } "
+      "END { print (t == \"\" ? \"none\" : t) }' /proc/self/mountinfo; }; ");
+}
+
+}  // namespace
+
 std::string FsxRemoteCommand(std::string_view mount_point_view) {
   const std::string mount_point(mount_point_view);
   const std::string fsname(kFsxFsname), mounted(kMountedLine);
   return absl::StrCat(
-      "set -e; mp=", mount_point, "; ",
-      // A Hyperfleet sshfs left from a connection that died (sshfs killed) is stale: even
-      // stat() of it fails (ENOTCONN), so it goes first.
-      "if grep -q \"^", fsname, " $mp fuse.sshfs \" /proc/mounts; then umount -l \"$mp\"; fi; ",
-      "mkdir -p \"$mp\"; ",
+      "set -e; mp=", mount_point, "; ", TopFunction(),
+      // A Hyperfleet sshfs left on top by a connection that died is stale: even stat() of
+      // it fails (ENOTCONN), so it goes first. Only from the top: a file system the
+      // lifecycle scripts mounted over ours is never touched.
+      "t=$(top); while [ \"$t\" = ours ]; do umount -l \"$mp\"; t=$(top); done; ",
       // Underneath: the directory bound read-only onto itself, so that writes while sshfs
       // is away fail instead of landing on the machine's own disk.
-      "if ! grep -q \"^[^ ]* $mp \" /proc/mounts; then mount --bind \"$mp\" \"$mp\"; ",
-      "mount -o remount,bind,ro \"$mp\"; fi; ",
+      "case \"$t\" in none) mkdir -p \"$mp\"; mount --bind \"$mp\" \"$mp\"; ",
+      "mount -o remount,bind,ro \"$mp\" ;; bind) ;; ",
+      "*) echo \"", fsname, ": $mp has another file system on top ($t): not mounted\" >&2; ",
+      "exit 3 ;; esac; ",
       "( while kill -0 $$ 2>/dev/null; do if grep -q \"^", fsname,
       " $mp fuse.sshfs \" /proc/mounts; then echo \"", mounted,
       "\" >&2; exit 0; fi; sleep 0.05; done ) </dev/null >/dev/null & ",
@@ -64,15 +83,11 @@ std::string FsxRemoteCommand(std::string_view mount_point_view) {
 }
 
 std::string FsxCleanupCommand(std::string_view mount_point_view) {
-  const std::string mount_point(mount_point_view), fsname(kFsxFsname);
-  // mountinfo's fields 4 and 5 (root within its file system, mount point) are both the
-  // mount point only for the bind of the directory onto itself.
-  return absl::StrCat(
-      "mp=", mount_point, "; ",
-      "while grep -q \"^", fsname, " $mp fuse.sshfs \" /proc/mounts; do umount -l \"$mp\" "
-      "|| break; done; ",
-      "while [ -n \"$(awk -v m=\"$mp\" '$4 == m && $5 == m && $6 ~ /^ro/' /proc/self/mountinfo)\" ]; "
-      "do umount -l \"$mp\" || break; done; true");
+  // Only Hyperfleet's mounts, only from the top: another file system mounted over them
+  // (the lifecycle scripts' FSx) stays, and so do ours under it.
+  return absl::StrCat("mp=", std::string(mount_point_view), "; ", TopFunction(),
+                      "t=$(top); while [ \"$t\" = ours ] || [ \"$t\" = bind ]; do "
+                      "umount -l \"$mp\" || break; t=$(top); done; true");
 }
 
 std::vector<std::string> FsxSandboxArgv(std::string_view export_dir,
@@ -205,6 +220,7 @@ bool FsxMount::RunConnection() {
     ++state_.connections;
   }
   bool mounted = false;
+  std::string said;     // the machine's last stderr line: why it ended, when it says
   std::string pending;  // stderr not yet ended by a newline
   int err_fd = remote->stderr_fd();
   while (!stop_) {
@@ -229,6 +245,7 @@ bool FsxMount::RunConnection() {
           ++state_.mounts;
           cv_.notify_all();
         } else if (!line.empty()) {
+          said = line;
           (void)fail(line);
         }
       }
@@ -241,7 +258,9 @@ bool FsxMount::RunConnection() {
   pollfd gone{remote->pidfd(), POLLIN, 0};
   (void)poll(&gone, 1, 2000);
   if (auto exit = remote->TryWait(); exit && !stop_ && exit->exit_code != 0) {
-    (void)fail(absl::StrCat("the connection ended with status ", exit->exit_code));
+    std::string why = absl::StrCat("the connection ended with status ", exit->exit_code);
+    if (!said.empty()) absl::StrAppend(&why, ": ", said);
+    (void)fail(std::move(why));
   }
   return mounted;
 }

@@ -108,15 +108,18 @@ class FsxMount {
   std::thread thread_;
 };
 
-/// The shell script the machine runs as root: makes the mount point, clears a stale
-/// Hyperfleet mount there, binds it read-only onto itself (once), then runs sshfs in passive
-/// mode in the foreground (allow_other, default_permissions, no directory cache, fsname
-/// kFsxFsname) while a watcher prints "hyperfleet-fsx mounted" on stderr once /proc/mounts
-/// shows it.
+/// The shell script the machine runs as root: clears stale Hyperfleet sshfs mounts from the
+/// top of the mount point, makes it and binds it read-only onto itself (once), then runs
+/// sshfs in passive mode in the foreground (allow_other, default_permissions, no directory
+/// cache, fsname kFsxFsname) while a watcher prints "hyperfleet-fsx mounted" on stderr once
+/// /proc/mounts shows it. When another file system is mounted on top (e.g. the lifecycle
+/// scripts' FSx over ours) it touches nothing and exits 3 with a message on stderr.
 std::string FsxRemoteCommand(std::string_view mount_point);
 
-/// The shell script (run as root) that removes /fsx's mounts from the machine on cleanup (sshfs's and the
-/// read-only bind; never an operator's own), leaving the empty directory.
+/// The shell script (run as root) that removes Hyperfleet's mounts (sshfs, the read-only
+/// bind) from the top of the mount point on cleanup, leaving the directory; another file
+/// system on top (an operator's, the lifecycle scripts') stays, with ours under it.
+
 std::string FsxCleanupCommand(std::string_view mount_point);
 
 /// The host's sandbox for one connection: bwrap with every namespace unshared (no network),

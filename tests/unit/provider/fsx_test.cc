@@ -264,6 +264,34 @@ TEST_F(HostFsx, ProbeTellsOursFromTheOperatorsMount) {
   ASSERT_TRUE(Sh("umount " + dir_ + "/own"));
 }
 
+/// The lifecycle scripts mount their own FSx over ours (as HyperPod's mount_fsx.sh would): a
+/// re-mount or a cleanup never takes theirs away.
+TEST_F(HostFsx, AFileSystemMountedOverOursIsLeftAlone) {
+  FsxMount& a = Mount("a");
+  ASSERT_TRUE(a.WaitMounted(20s)) << a.state().last_error;
+  const std::string mp = dir_ + "/a";
+  mount_points_.push_back(mp);  // TearDown's cleanup must leave theirs too: it is unmounted here
+  ASSERT_TRUE(Sh("mount -t tmpfs their-fsx " + mp + " && echo theirs > " + mp + "/t"));
+  ASSERT_EQ(kill(-LastRemotePid(), SIGKILL), 0);  // our sshfs (under theirs) dies
+  const auto t0 = std::chrono::steady_clock::now();
+  while (a.state().last_error.find("another file system on top") == std::string::npos &&
+         std::chrono::steady_clock::now() - t0 < 20s) {
+    std::this_thread::sleep_for(50ms);  // bounded poll of the supervisor's state
+  }
+  EXPECT_NE(a.state().last_error.find("(other their-fsx tmpfs)"), std::string::npos)
+      << a.state().last_error;
+  EXPECT_EQ(Slurp(mp + "/t"), "theirs\n");
+  ASSERT_TRUE(Sh(FsxCleanupCommand(mp)));
+  EXPECT_EQ(Slurp(mp + "/t"), "theirs\n");
+  a.Stop();
+  ASSERT_TRUE(Sh("umount " + mp));
+  // Now ours are on top again (the stale sshfs, the bind): the cleanup takes them.
+  ASSERT_TRUE(Sh(FsxCleanupCommand(mp)));
+  std::string left;
+  ASSERT_TRUE(Sh("grep ' " + mp + " ' /proc/mounts || true", &left));
+  EXPECT_EQ(left, "");
+}
+
 /// The sandbox as root on a node could reach it by speaking SFTP itself (OpenSSH's sftp
 /// client, its "ssh" replaced by the sandbox): only the export, /usr, /dev and two files.
 TEST_F(HostFsx, TheSandboxSeesOnlyTheExport) {
