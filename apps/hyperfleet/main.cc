@@ -7,6 +7,7 @@
 #include "hyperfleet/cli/auto_resume_command.h"
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/jobs_command.h"
+#include "hyperfleet/cli/machines_command.h"
 #include "hyperfleet/cli/logs_command.h"
 #include "hyperfleet/cli/node_supervisor_command.h"
 #include "hyperfleet/cli/server_command.h"
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   hf::cli::AddImageCommand(app);
   hf::cli::AddJobsCommand(app);
   hf::cli::AddLogsCommand(app);
+  hf::cli::AddMachinesCommand(app);
   hf::cli::AddNodeSupervisorCommand(app);
   hf::cli::AddSimulateCommand(app);
   hf::cli::AddSsmCommand(app);
