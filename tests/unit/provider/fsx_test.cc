@@ -226,9 +226,15 @@ TEST_F(HostFsx, WritesFailWhileUnmountedAndCleanupLeavesAPlainDirectory) {
   FsxMount& a = Mount("a");
   ASSERT_TRUE(a.WaitMounted(20s)) << a.state().last_error;
   a.Stop();
-  // sshfs has gone; the read-only bind under it keeps writes off the machine's disk.
+  // sshfs goes once it has seen its connection end (after Stop() returns, as on a machine);
+  // the read-only bind under it keeps writes off the machine's disk.
   std::string mounts;
-  ASSERT_TRUE(Sh("grep ' " + dir_ + "/a ' /proc/mounts || true", &mounts));
+  const auto t0 = std::chrono::steady_clock::now();
+  do {  // bounded poll: nothing tells this process when the machine's sshfs has unmounted
+    ASSERT_TRUE(Sh("grep ' " + dir_ + "/a ' /proc/mounts || true", &mounts));
+  } while (mounts.find("fuse.sshfs") != std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < 10s &&
+           (std::this_thread::sleep_for(20ms), true));
   EXPECT_EQ(mounts.find("fuse.sshfs"), std::string::npos) << mounts;
   const int fd = open((dir_ + "/a/lost").c_str(), O_CREAT | O_WRONLY, 0644);
   EXPECT_LT(fd, 0);
