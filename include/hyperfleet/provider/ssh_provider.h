@@ -42,8 +42,8 @@ struct SshProviderEvent {
 class SshProvider final : public Provider {
  public:
   /// Runs one remote command (hf::ssh::Run's signature); tests inject a fake.
-  using SshRunner = std::function<StatusOr<ssh::SshResult>(
-      const ssh::SshTarget&, std::string_view command, std::string_view input, Duration timeout)>;
+  using SshRunner = std::function<StatusOr<hf::ssh::SshResult>(
+      const hf::ssh::SshTarget&, std::string_view command, std::string_view input, Duration timeout)>;
 
   struct Options {
     std::string data_dir;                  ///< records under <data_dir>/ssh/
@@ -74,6 +74,11 @@ class SshProvider final : public Provider {
     /// A spare whose / has less free space than this fails its check.
     long long min_disk_free_kib = 1 << 20;
     SshRunner ssh_run;  ///< empty = hf::ssh::Run
+    /// Serve the cluster's shared /fsx to every node from <data_dir>/ssh/clusters/<id>/fsx
+    /// (sshfs over the provider's ssh; skipped on a machine with its own /fsx mount).
+    bool shared_fsx = true;
+    /// How long provisioning waits for that mount before the instance fails.
+    Duration fsx_timeout = std::chrono::seconds(60);
     /// Receives spare and quarantine events; may be empty.
     std::function<void(const SshProviderEvent&)> on_event;
     const Clock* clock = nullptr;  ///< empty = the system clock

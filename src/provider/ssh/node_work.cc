@@ -42,8 +42,8 @@ int ElfMachineOf(std::string_view machine) {
 
 }  // namespace
 
-ssh::SshTarget SshProvider::Impl::targetOf(const MachineAccess& a) const {
-  ssh::SshTarget t;
+hf::ssh::SshTarget SshProvider::Impl::targetOf(const MachineAccess& a) const {
+  hf::ssh::SshTarget t;
   t.address = a.address;
   t.port = a.port;
   t.user = a.user;
@@ -63,7 +63,7 @@ void SshProvider::Impl::emit(SshProviderEvent event) {
   if (options_.on_event) options_.on_event(event);
 }
 
-StatusOr<ssh::SshResult> SshProvider::Impl::runStep(const ssh::SshTarget& target,
+StatusOr<hf::ssh::SshResult> SshProvider::Impl::runStep(const hf::ssh::SshTarget& target,
                                                     const std::string& step,
                                                     const std::string& command,
                                                     std::string_view input) {
@@ -92,13 +92,13 @@ StatusOr<ssh::SshResult> SshProvider::Impl::runStep(const ssh::SshTarget& target
                                              options_.step_attempts, " times: ", last.message()));
 }
 
-StatusOr<sc::MachineFacts> SshProvider::Impl::probe(const ssh::SshTarget& target) {
+StatusOr<sc::MachineFacts> SshProvider::Impl::probe(const hf::ssh::SshTarget& target) {
   HF_ASSIGN_OR_RETURN(auto r, runStep(target, "probe", sc::RootShell(target.user),
                                       sc::RenderProbeScript()));
   return sc::ParseMachineFacts(r.out);
 }
 
-Status SshProvider::Impl::provisionBase(const ssh::SshTarget& target, const std::string& user) {
+Status SshProvider::Impl::provisionBase(const hf::ssh::SshTarget& target, const std::string& user) {
   HF_RETURN_IF_ERROR(runStep(target, "base", sc::RootShell(user), base_script_).status());
   HF_ASSIGN_OR_RETURN(auto facts, probe(target));
   if (facts.binary_sha256 == binary_sha_) return absl::OkStatus();
@@ -131,7 +131,7 @@ void SshProvider::Impl::forgetCluster(const std::string& cluster_id) {
   fs::remove_all(absl::StrCat(root_, "/clusters/", cluster_id), ec);
 }
 
-Status SshProvider::Impl::writeIdentity(const NodeRec& rec, const ssh::SshTarget& target) {
+Status SshProvider::Impl::writeIdentity(const NodeRec& rec, const hf::ssh::SshTarget& target) {
   HF_ASSIGN_OR_RETURN(auto facts, probe(target));
   sc::IdentityInputs in;
   in.instance_id = rec.spec.instance_id;
@@ -186,7 +186,10 @@ Status SshProvider::Impl::writeIdentity(const NodeRec& rec, const ssh::SshTarget
       .status();
 }
 
-Status SshProvider::Impl::cleanMachine(const ssh::SshTarget& target) {
+Status SshProvider::Impl::cleanMachine(const hf::ssh::SshTarget& target) {
+  // /fsx's mounts first (sshfs's and the read-only bind under it; never an operator's).
+  (void)options_.ssh_run(target, sc::RootCommand(target.user, ssh::FsxCleanupCommand("/fsx")),
+                         "", std::chrono::seconds(60));
   HF_ASSIGN_OR_RETURN(auto r, runStep(target, "cleanup", sc::RootShell(target.user),
                                       sc::RenderCleanupScript()));
   if (r.out.find("@@clean") == std::string::npos) {
@@ -284,7 +287,7 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
             absl::StrCat("Hot spare ", rec->machine_id, " (", rec->ip, ") took node ",
                          rec->spec.instance_id, " of cluster ", rec->spec.cluster_name)});
     }
-    const ssh::SshTarget target = targetOf(rec->access);
+    const hf::ssh::SshTarget target = targetOf(rec->access);
     step = "provision";
     if (!rec->from_spare) {
       HF_RETURN_IF_ERROR(provisionBase(target, target.user));
@@ -298,6 +301,7 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
                                .status());
       }
     }
+    HF_RETURN_IF_ERROR(startFsx(*rec, target));  // before the agent and its scripts
     HF_RETURN_IF_ERROR(writeIdentity(*rec, target));
     HF_ASSIGN_OR_RETURN(auto facts, probe(target));
     std::lock_guard lock(mu_);
@@ -326,7 +330,8 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
 
 void SshProvider::Impl::doReboot(std::shared_ptr<NodeRec> rec) {
   std::lock_guard op(*rec->op_mu);
-  const ssh::SshTarget target = targetOf(rec->access);
+  if (rec->access.address.empty()) (void)grant(*rec, /*allocate=*/false).ok();  // adopted
+  const hf::ssh::SshTarget target = targetOf(rec->access);
   Status st = [&]() -> Status {
     std::string old_boot = rec->boot_id;
     if (old_boot.empty()) {
@@ -334,8 +339,17 @@ void SshProvider::Impl::doReboot(std::shared_ptr<NodeRec> rec) {
       old_boot = facts.boot_id;
     }
     // The connection may drop as the machine goes down: that is no error here.
-    auto r = options_.ssh_run(target, sc::RootCommand(target.user, "systemctl reboot"), "",
-                              std::chrono::seconds(30));
+    // -i: logind refuses a reboot while other sessions are open (ours for /fsx, an
+    // operator's), and this reboot is asked for.
+    // Our /fsx (sshfs on our ssh connection, which the reboot cuts) is detached first: a
+    // FUSE mount whose server went away can hold up the machine's shutdown. FsxMount
+    // mounts it again once the machine answers.
+    auto r = options_.ssh_run(
+        target,
+        sc::RootCommand(target.user,
+                        "while grep -q '^hyperfleet-fsx /fsx ' /proc/mounts; do "
+                        "umount -l /fsx || break; done; systemctl reboot -i"),
+        "", std::chrono::seconds(30));
     if (r.ok() && r->exit_code != 0) {
       return absl::InternalError(absl::StrCat("systemctl reboot failed: ", Tail(r->err)));
     }
@@ -372,7 +386,9 @@ void SshProvider::Impl::doReboot(std::shared_ptr<NodeRec> rec) {
 void SshProvider::Impl::tearDown(std::shared_ptr<NodeRec> rec) {
   std::lock_guard op(*rec->op_mu);  // after any launch work of this node
   const std::string id = rec->spec.instance_id;
-  if (rec->machine_id.empty()) (void)grant(*rec, /*allocate=*/false).ok();
+  // Only finds the machine serving it (a record adopted after a restart has no access yet).
+  if (rec->access.address.empty()) (void)grant(*rec, /*allocate=*/false).ok();
+  stopFsx(id);
   if (!rec->machine_id.empty()) {
     std::string reason;
     if (rec->stop_now) {

@@ -30,7 +30,7 @@ void SshProvider::Impl::loop() {
   }
 }
 
-Status SshProvider::Impl::checkMachine(const ssh::SshTarget& target) {
+Status SshProvider::Impl::checkMachine(const hf::ssh::SshTarget& target) {
   HF_ASSIGN_OR_RETURN(auto facts, probe(target));
   if (facts.binary_sha256 != binary_sha_) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -99,7 +99,7 @@ void SshProvider::Impl::sparePass() {
 }
 
 void SshProvider::Impl::spareStep(const pool::SpareStep& step, const PoolMachine& pm) {
-  const ssh::SshTarget target = targetOf(pm.access);
+  const hf::ssh::SshTarget target = targetOf(pm.access);
   const std::string& id = pm.machine.id;
   Status st;
   pool::Report pass = pool::Report::kCheckPassed;
@@ -175,7 +175,7 @@ void SshProvider::Impl::rewriteHosts(const std::string& cluster_id) {
       "set -eu\numask 022\necho '@@step hosts'\n",
       sc::RenderHostsUpdate(sc::RenderHostsBlock(std::move(entries), options_.region)));
   for (const auto& access : targets) {
-    const ssh::SshTarget target = targetOf(access);
+    const hf::ssh::SshTarget target = targetOf(access);
     auto r = options_.ssh_run(target, sc::RootShell(target.user), script, std::chrono::seconds(60));
     if (!r.ok() || r->exit_code != 0) {
       spdlog::warn("ssh provider: /etc/hosts on {}: {}", access.address,

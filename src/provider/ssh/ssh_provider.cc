@@ -59,7 +59,7 @@ pool::PoolPolicy SshProvider::DefaultPolicy() {
 }
 
 SshProvider::Impl::Impl(const Options& options) : options_(options), root_(options.data_dir + "/ssh") {
-  if (!options_.ssh_run) options_.ssh_run = ssh::Run;
+  if (!options_.ssh_run) options_.ssh_run = hf::ssh::Run;
 }
 
 SshProvider::Impl::~Impl() {
@@ -253,7 +253,18 @@ void SshProvider::Impl::adopt() {
       case Phase::kRunning:
       case Phase::kFailed: break;
     }
-    if (rec->phase == Phase::kRunning) scheduleHosts(rec->spec.cluster_id);
+    if (rec->phase == Phase::kRunning) {
+      // Its machine's access, its /fsx again (the mount lived on our ssh connection).
+      spawn([this, rec] {
+        std::lock_guard op(*rec->op_mu);
+        if (!grant(*rec, /*allocate=*/false).ok()) return;
+        if (Status st = startFsx(*rec, targetOf(rec->access)); !st.ok()) {
+          spdlog::warn("ssh provider: /fsx of {}: {}", rec->spec.instance_id,
+                       std::string(st.message()));
+        }
+        scheduleHosts(rec->spec.cluster_id);
+      });
+    }
   }
 }
 

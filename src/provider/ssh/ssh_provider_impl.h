@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hyperfleet/provider/ssh_provider.h"
+#include "provider/ssh/fsx_mount.h"
 #include "provider/ssh/scripts.h"
 
 namespace hf::provider {
@@ -67,27 +68,34 @@ class SshProvider::Impl {
   Status grant(NodeRec& rec, bool allocate = true);
   /// Runs `script` with `command` on `target`, retried while ssh itself fails; a script that
   /// fails is an error naming its last step and the tail of its output.
-  StatusOr<ssh::SshResult> runStep(const ssh::SshTarget& target, const std::string& step,
+  StatusOr<hf::ssh::SshResult> runStep(const hf::ssh::SshTarget& target, const std::string& step,
                                    const std::string& command, std::string_view input);
-  StatusOr<ssh_scripts::MachineFacts> probe(const ssh::SshTarget& target);
+  StatusOr<ssh_scripts::MachineFacts> probe(const hf::ssh::SshTarget& target);
   /// The base layer and the binary (what a hot spare has).
-  Status provisionBase(const ssh::SshTarget& target, const std::string& user);
-  Status writeIdentity(const NodeRec& rec, const ssh::SshTarget& target);
-  Status cleanMachine(const ssh::SshTarget& target);
+  Status provisionBase(const hf::ssh::SshTarget& target, const std::string& user);
+  Status writeIdentity(const NodeRec& rec, const hf::ssh::SshTarget& target);
+  Status cleanMachine(const hf::ssh::SshTarget& target);
   /// Applies `report` to machine `machine_id` (CAS, retried). Returns the transition.
   StatusOr<pool::Transition> report(const std::string& machine_id, pool::Report report,
                                     std::string_view reason);
   StatusOr<std::string> mungeKey(const std::string& cluster_id);
   void forgetCluster(const std::string& cluster_id);
-  ssh::SshTarget targetOf(const MachineAccess& access) const;
+  hf::ssh::SshTarget targetOf(const MachineAccess& access) const;
   pool::PoolPolicy policyNow();
   void emit(SshProviderEvent event);
+
+  // node_fsx.cc
+  /// The cluster's shared /fsx on the node's machine (FsxMount over this connection's ssh)
+  /// unless the machine has its own mount there; waits until it is up. Idempotent.
+  Status startFsx(const NodeRec& rec, const hf::ssh::SshTarget& target);
+  /// Stops the node's /fsx supervision (sshfs then leaves the machine).
+  void stopFsx(const std::string& instance_id);
 
   // spares.cc
   void loop();
   void spareStep(const pool::SpareStep& step, const PoolMachine& pm);
   void returnCheck(const PoolMachine& pm);
-  Status checkMachine(const ssh::SshTarget& target);
+  Status checkMachine(const hf::ssh::SshTarget& target);
   void scheduleHosts(const std::string& cluster_id);
   void rewriteHosts(const std::string& cluster_id);
 
@@ -116,6 +124,8 @@ class SshProvider::Impl {
   bool loop_stop_ = false;
   std::set<std::string> hosts_dirty_;
   std::thread loop_thread_;
+  std::mutex fsx_mu_;
+  std::map<std::string, std::unique_ptr<ssh::FsxMount>> fsx_;  // by instance id
 };
 
 }  // namespace hf::provider

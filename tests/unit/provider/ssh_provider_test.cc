@@ -81,13 +81,13 @@ struct FakeMachine {
 
 class FakeSsh {
  public:
-  StatusOr<ssh::SshResult> run(const ssh::SshTarget& t, std::string_view command,
+  StatusOr<hf::ssh::SshResult> run(const hf::ssh::SshTarget& t, std::string_view command,
                                std::string_view input) {
     std::lock_guard lock(mu);
     FakeMachine& m = machines[t.address];
     if (!m.reachable) return absl::UnavailableError("ssh: connect: Connection timed out");
     const std::string in(input), cmd(command);
-    ssh::SshResult r;
+    hf::ssh::SshResult r;
     if (absl::StrContains(cmd, "systemctl reboot")) {
       ++m.boot;
       ++m.reboots;
@@ -159,8 +159,9 @@ class SshProviderTest : public ::testing::Test {
     o.agent_cert_sha256 = std::string(64, 'a');
     o.agent_token = [](std::string_view id) { return "token-" + std::string(id); };
     o.retry_delay = std::chrono::milliseconds(0);
+    o.shared_fsx = false;  // FsxMount runs real sshfs: tests/unit/provider/fsx_test.cc
     o.spare_interval = std::chrono::hours(1);
-    o.ssh_run = [this](const ssh::SshTarget& t, std::string_view c, std::string_view i,
+    o.ssh_run = [this](const hf::ssh::SshTarget& t, std::string_view c, std::string_view i,
                        Duration) { return ssh_.run(t, c, i); };
     o.on_event = [this](const SshProviderEvent& e) {
       std::lock_guard lock(events_mu_);
@@ -442,6 +443,7 @@ TEST_F(SshProviderTest, ARestartedProviderAdoptsItsNodes) {
   ASSERT_TRUE(provider_->terminate("i-1").ok());
   provider_->waitIdleForTest();
   EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+  EXPECT_EQ(ssh_.at("10.250.0.11").cleanups, 1);  // on its machine, reached after adoption
 }
 
 TEST_F(SshProviderTest, CreateChecksItsOptions) {
