@@ -59,7 +59,10 @@ void SshProvider::Impl::sparePass() {
     for (const auto& pm : *machines) {
       if (!pm.drained) snapshot.push_back(pm.machine);
     }
-    const pool::PoolPolicy policy = policyNow();
+    pool::PoolPolicy policy = policyNow();
+    // A type whose target was removed keeps none: its spares retire (PlanSpares plans the
+    // types it is given).
+    for (const auto& m : snapshot) policy.spare_target.try_emplace(m.instance_type, 0);
     for (const auto& step : pool::PlanSpares(snapshot, policy, now())) {
       for (auto pm : *machines) {
         if (pm.machine.id != step.machine.id) continue;

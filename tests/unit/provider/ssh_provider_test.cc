@@ -408,6 +408,13 @@ TEST_F(SshProviderTest, AHotSpareIsProvisionedAheadAndTakesTheNextLaunch) {
   // The pool is refilled from the free machine.
   provider_->runSparePassForTest();
   EXPECT_EQ(inventory_.get("m-000000000002").state, MachineState::kSpareReady);
+  // No spare kept any more (`machines spares TYPE 0` removes the target): it retires.
+  {
+    std::lock_guard lock(inventory_.mu);
+    inventory_.targets.clear();
+  }
+  provider_->runSparePassForTest();
+  EXPECT_EQ(inventory_.get("m-000000000002").state, MachineState::kFree);
 }
 
 TEST_F(SshProviderTest, AQuarantinedMachineReturnedByAnOperatorIsCleanedAndFreed) {
