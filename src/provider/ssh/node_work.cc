@@ -346,9 +346,9 @@ void SshProvider::Impl::doReboot(std::shared_ptr<NodeRec> rec) {
     // mounts it again once the machine answers.
     auto r = options_.ssh_run(
         target,
-        sc::RootCommand(target.user,
-                        "while grep -q '^hyperfleet-fsx /fsx ' /proc/mounts; do "
-                        "umount -l /fsx || break; done; systemctl reboot -i"),
+        sc::RootCommand(target.user, absl::StrCat("( ", ssh::FsxCleanupCommand("/fsx"),
+                                                  "\n) >/dev/null 2>&1 || true\n",
+                                                  "systemctl reboot -i")),
         "", std::chrono::seconds(30));
     if (r.ok() && r->exit_code != 0) {
       return absl::InternalError(absl::StrCat("systemctl reboot failed: ", Tail(r->err)));
