@@ -38,6 +38,9 @@ std::string WriteFileCmd(const std::string& path, const std::string& bytes, cons
                       "\nmv -f ", Quote(absl::StrCat(path, ".hf-new")), " ", Quote(path), "\n");
 }
 
+/// The link-local address HyperPod's IMDS answers at (the agent's ImdsServerOptions).
+constexpr char kImdsAddress[] = "169.254.169.254";
+
 constexpr char kPrologue[] =
     "set -euo pipefail\n"
     "umask 022\n"
@@ -223,6 +226,12 @@ std::string RenderCleanupScript() {
       "systemctl disable --now $units >/dev/null 2>&1 || true\n",
       "for u in $units; do rm -f /etc/systemd/system/$u; done\n",
       "systemctl daemon-reload || true\n",
+      // The agent's IMDS address on lo (imds_server.h): a killed agent leaves it behind. Kept
+      // when something else answers there (the agent adds it only when nothing does).
+      "if ip -4 -o addr show dev lo 2>/dev/null | grep -qF ' ", kImdsAddress, "/32 ' &&\n"
+      "   ! timeout 2 bash -c ': </dev/tcp/", kImdsAddress, "/80' 2>/dev/null; then\n"
+      "  ip addr del ", kImdsAddress, "/32 dev lo 2>/dev/null || true\n"
+      "fi\n",
       "bundle_dir=$(sed -n 's/^bundle_dir=//p' \"$S/node\" 2>/dev/null || true)\n",
       // Only a directory under /tmp, named as the agent names it.
       "case \"$bundle_dir\" in /tmp/?*/*) rm -rf -- \"$bundle_dir\" ;; esac\n",

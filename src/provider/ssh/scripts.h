@@ -98,7 +98,8 @@ std::string RenderIdentityScript(const IdentityInputs& in);
 
 /// Step "cleanup": stops and disables the agent and Slurm's daemons, removes Hyperfleet's and
 /// HyperPod's units, /etc/hyperfleet, the node binary, /opt/ml/config, the lifecycle bundle
-/// recorded at identity time, the hosts block; restores the recorded hostname and munge key
+/// recorded at identity time, the hosts block, and 169.254.169.254/32 from lo when a killed
+/// agent left it (nothing answers there); restores the recorded hostname and munge key
 /// (a fresh random key when the machine had none). What lifecycle scripts installed stays.
 /// Prints "@@clean" at its end.
 std::string RenderCleanupScript();

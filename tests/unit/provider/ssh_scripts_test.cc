@@ -171,6 +171,11 @@ TEST(SshScripts, CleanupRemovesWhatProvisioningAddedAndRestoresTheRest) {
         "head -c 1024 /dev/urandom > /etc/munge/munge.key", "@@clean"}) {
     EXPECT_TRUE(absl::StrContains(s, needle)) << needle;
   }
+  // The IMDS address a killed agent left on lo goes (only from lo, and only when nothing
+  // answers there any more).
+  EXPECT_TRUE(absl::StrContains(s, "ip addr del 169.254.169.254/32 dev lo 2>/dev/null || true"));
+  EXPECT_TRUE(absl::StrContains(s, "! timeout 2 bash -c ': </dev/tcp/169.254.169.254/80'"));
+  EXPECT_LT(s.find("systemctl disable --now $units"), s.find("ip addr del 169.254.169.254"));
   // The bundle directory is removed only when it lies below /tmp.
   EXPECT_TRUE(absl::StrContains(s, "case \"$bundle_dir\" in /tmp/?*/*) rm -rf -- \"$bundle_dir\""));
 }
