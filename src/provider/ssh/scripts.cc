@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "hyperfleet/provider/local_provider.h"
 
 namespace hf::provider::ssh_scripts {
 namespace {
@@ -47,6 +48,11 @@ constexpr char kPrologue[] =
     "export LC_ALL=C DEBIAN_FRONTEND=noninteractive "
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
     "unset LANG LANGUAGE\n";
+
+/// Packages a machine needs that a node image does not: the default /fsx runs sshfs (which
+/// brings fuse3) on the machine (fsx_mount.h). Kept out of data/node-image/packages.txt,
+/// whose text is part of the node image's cache key.
+constexpr const char* kMachineOnlyPackages[] = {"sshfs"};
 
 }  // namespace
 
@@ -86,7 +92,11 @@ std::string RenderBaseScript(const BaseInputs& in) {
                   "  : > \"$S/munge.recorded\"\n"
                   "fi\n");
   absl::StrAppend(&s, "echo '@@step packages'\n", "want=(");
-  for (const auto& p : in.packages) absl::StrAppend(&s, " ", Quote(p));
+  std::vector<std::string> want = in.packages;
+  for (const char* p : kMachineOnlyPackages) {
+    if (std::find(want.begin(), want.end(), p) == want.end()) want.emplace_back(p);
+  }
+  for (const auto& p : want) absl::StrAppend(&s, " ", Quote(p));
   absl::StrAppend(
       &s, " )\nmissing=()\n"
           "for p in \"${want[@]}\"; do\n"
@@ -108,6 +118,21 @@ std::string RenderBaseScript(const BaseInputs& in) {
           "  [ $own_policy = 1 ] && rm -f /usr/sbin/policy-rc.d\n"
           "  trap - EXIT\n"
           "fi\n");
+  // sshfs needs /dev/fuse: loaded as a module where the kernel has it so, made by hand where
+  // the kernel has it built in but /dev is not devtmpfs. When neither works (a container
+  // not given the device) provisioning goes on: a machine with its own /fsx, or lifecycle
+  // scripts that mount FSx, does not need it; Hyperfleet's default /fsx then fails its step
+  // "fsx" with sshfs's message.
+  absl::StrAppend(
+      &s, "echo '@@step fuse'\n",
+      "if [ ! -c /dev/fuse ]; then\n"
+      "  modprobe fuse 2>/dev/null || true\n"
+      "  [ -c /dev/fuse ] || mknod -m 666 /dev/fuse c 10 229 2>/dev/null || true\n"
+      "fi\n"
+      "if ! ( : <>/dev/fuse ) 2>/dev/null; then\n"
+      "  echo 'warning: /dev/fuse cannot be opened (no fuse in this kernel, or a container "
+      "without the device): the default /fsx (sshfs) cannot mount on this machine' >&2\n"
+      "fi\n");
   absl::StrAppend(&s, "echo '@@step ami-layer'\n",
                   "D=$(mktemp -d /tmp/hyperfleet-recipe.XXXXXX)\n"
                   "trap 'rm -rf \"$D\"' EXIT\n");
@@ -297,6 +322,14 @@ std::string LastStep(const std::string& out) {
     if (absl::StartsWith(line, "@@step ")) step = std::string(line.substr(7));
   }
   return step;
+}
+
+std::string KeptHostname(std::string_view requested, std::string_view ip) {
+  const bool valid =
+      !requested.empty() && requested.size() <= 63 && requested.front() != '-' &&
+      requested.back() != '-' &&
+      requested.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
+  return valid ? std::string(requested) : LocalNames::Hostname(ip);
 }
 
 }  // namespace hf::provider::ssh_scripts

@@ -45,10 +45,12 @@ struct BaseInputs {
   std::vector<std::pair<std::string, std::string>> recipe;
 };
 
-/// The part every node and hot spare shares (steps "record", "packages", "ami-layer"):
-/// records the original hostname and munge key once, installs only the missing packages with
-/// the machine's apt (no service starts meanwhile: a policy-rc.d for the install only), and
-/// runs ami-layer.sh in its machine mode (R=/) from a temporary copy of the recipe.
+/// The part every node and hot spare shares (steps "record", "packages", "fuse",
+/// "ami-layer"): records the original hostname and munge key once, installs only the missing
+/// packages with the machine's apt (no service starts meanwhile: a policy-rc.d for the
+/// install only) -- `packages` plus the machine-only sshfs of the default /fsx --, makes
+/// /dev/fuse when missing (modprobe, else mknod; only a warning when it cannot be opened),
+/// and runs ami-layer.sh in its machine mode (R=/) from a temporary copy of the recipe.
 std::string RenderBaseScript(const BaseInputs& in);
 
 /// The command that installs the node binary from stdin and checks it (step "binary"):
@@ -131,5 +133,11 @@ StatusOr<MachineFacts> ParseMachineFacts(const std::string& out);
 
 /// The step a script reached: the name after its last "@@step " line ("" if none).
 std::string LastStep(const std::string& out);
+
+/// The hostname a node on a machine at `ip` gets: `requested` (InstanceSpec::hostname, the
+/// replaced node's name, so that Slurm keeps the node: NodeName stays, NodeAddr moves) when
+/// it is a valid host label of [a-z0-9-] (at most 63, not starting or ending with '-'), else
+/// "ip-a-b-c-d" of `ip`.
+std::string KeptHostname(std::string_view requested, std::string_view ip);
 
 }  // namespace hf::provider::ssh_scripts

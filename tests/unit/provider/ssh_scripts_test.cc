@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/subprocess.h"
@@ -75,7 +76,7 @@ TEST(SshScripts, TheBaseScriptInstallsOnlyMissingPackagesAndRunsTheAmiLayerInMac
                {"units/hyperfleet-agent.service", RecipeFile("units/hyperfleet-agent.service")}};
   const std::string s = RenderBaseScript(in);
   EXPECT_EQ(BashSyntaxError(s), "");
-  EXPECT_TRUE(absl::StrContains(s, "want=( 'slurmd' 'munge' )"));
+  EXPECT_TRUE(absl::StrContains(s, "want=( 'slurmd' 'munge' 'sshfs' )"));
   EXPECT_TRUE(absl::StrContains(s, "dpkg-query -W"));
   EXPECT_TRUE(absl::StrContains(s, "apt-get install -y -q --no-install-recommends \"${missing[@]}\""));
   EXPECT_TRUE(absl::StrContains(s, "bash \"$D/ami-layer.sh\" /\n"));
@@ -86,6 +87,39 @@ TEST(SshScripts, TheBaseScriptInstallsOnlyMissingPackagesAndRunsTheAmiLayerInMac
                layer = s.find("@@step ami-layer");
   EXPECT_LT(record, packages);
   EXPECT_LT(packages, layer);
+}
+
+TEST(SshScripts, TheBaseScriptInstallsSshfsForTheDefaultFsxWhenMissing) {
+  BaseInputs in;
+  in.packages = {"slurmd", "munge"};
+  const std::string s = RenderBaseScript(in);
+  EXPECT_EQ(BashSyntaxError(s), "");
+  EXPECT_TRUE(absl::StrContains(s, "want=( 'slurmd' 'munge' 'sshfs' )"));
+  in.packages = {"sshfs", "munge"};  // named once
+  EXPECT_TRUE(absl::StrContains(RenderBaseScript(in), "want=( 'sshfs' 'munge' )"));
+  in.packages = {"slurmd", "munge"};
+  // The packages step run for real, with dpkg-query and apt-get as shell functions (they
+  // win over PATH) and the policy-rc.d and state paths moved to a temporary directory.
+  const size_t from = s.find("echo '@@step packages'"), to = s.find("echo '@@step fuse'");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  const fs::path tmp = fs::temp_directory_path() /
+                       ("ssh_scripts_pkgs_" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  const std::string step = absl::StrReplaceAll(
+      s.substr(from, to - from), {{"/usr/sbin/policy-rc.d", (tmp / "policy-rc.d").string()}});
+  auto [out, ok] = Bash(absl::StrCat(
+      "set -euo pipefail\nS=", tmp.string(), "\n",
+      "dpkg-query() { [ \"${@: -1}\" = munge ] && echo 'install ok installed'; return 0; }\n",
+      "apt-get() { echo \"apt-get $*\"; }\n", step));
+  fs::remove_all(tmp);
+  ASSERT_TRUE(ok) << out;
+  EXPECT_TRUE(absl::StrContains(out, "apt-get install -y -q --no-install-recommends slurmd sshfs\n"))
+      << out;
+  // /dev/fuse: loaded or made when missing, a warning (not a failure) when it cannot be.
+  EXPECT_TRUE(absl::StrContains(s, "modprobe fuse"));
+  EXPECT_TRUE(absl::StrContains(s, "mknod -m 666 /dev/fuse c 10 229"));
+  EXPECT_LT(s.find("@@step fuse"), s.find("@@step ami-layer"));
 }
 
 TEST(SshScripts, TheAmiLayerHasAMachineModeThatKeepsTheMachinesIdentity) {
