@@ -35,10 +35,11 @@ int main(int argc, char** argv) {
       });
   srv->add_option("--provider", server.provider,
                   "Where instances come from: local (namespaced nodes on this host; root), "
-                  "ssh (registered machines over ssh; needs --agent-listen) "
-                  "or fake (no machines, for API tests)")
+                  "ssh (registered machines over ssh; needs --agent-listen), "
+                  "local,ssh (ssh for instance types with registered machines, local for the "
+                  "rest; needs --agent-listen) or fake (no machines, for API tests)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"local", "ssh", "fake"}));
+      ->check(CLI::IsMember({"local", "ssh", "local,ssh", "fake"}));
   srv->add_option("--agent-port", server.agent_port,
                   "local provider: node agent endpoint port on every cluster bridge")
       ->capture_default_str();

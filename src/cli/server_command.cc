@@ -49,6 +49,7 @@
 #include "hyperfleet/provider/fake_provider.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "hyperfleet/provider/node_image.h"
+#include "hyperfleet/provider/routing_provider.h"
 #include "hyperfleet/provider/ssh_provider.h"
 #include "hyperfleet/session/session_server.h"
 #include "hyperfleet/store/store.h"
@@ -191,14 +192,16 @@ StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
   } else if (!flags.agent_address.empty()) {
     return absl::InvalidArgumentError("--agent-address needs --agent-listen");
   }
-  if (flags.provider != "fake" && flags.provider != "local" && flags.provider != "ssh") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--provider ", flags.provider, " is not available; providers: local, ssh, fake"));
+  if (flags.provider != "fake" && flags.provider != "local" && flags.provider != "ssh" &&
+      flags.provider != "local,ssh") {
+    return absl::InvalidArgumentError(absl::StrCat("--provider ", flags.provider,
+                                                   " is not available; providers: local, ssh, "
+                                                   "local,ssh, fake"));
   }
-  if (flags.provider == "ssh" && flags.agent_listen.empty()) {
-    return absl::InvalidArgumentError(
-        "--provider ssh needs --agent-listen HOST:PORT (and --agent-address when it listens on "
-        "every address): the agents on machines reach the control plane there over TLS");
+  if ((flags.provider == "ssh" || flags.provider == "local,ssh") && flags.agent_listen.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--provider ", flags.provider, " needs --agent-listen HOST:PORT (and --agent-address when it listens on "
+        "every address): the agents on machines reach the control plane there over TLS"));
   }
   if (flags.access_key_id.empty() != flags.secret_access_key.empty()) {
     return absl::InvalidArgumentError(
@@ -348,7 +351,8 @@ class Server {
   /// The TLS agent endpoint of --agent-listen, if any (before the providers, which tell
   /// machines where it is: agent_endpoint_).
   Status ListenAgents(const CheckedFlags& checked);
-  /// The fake provider, or the local one (root; the node image is built when missing).
+  /// The fake provider, or the local one (root; the node image is built when missing), or
+  /// with local,ssh both behind a RoutingProvider.
   Status MakeProvider();
   /// The ssh provider over the machine registry (docs/ssh-provider.md).
   Status MakeSshProvider();
@@ -502,6 +506,16 @@ Status Server::MakeProvider() {
   };
   local.agent_token = [tokens = &*tokens_](std::string_view id) { return tokens->tokenFor(id); };
   HF_ASSIGN_OR_RETURN(provider_, provider::LocalProvider::Create(local));
+  if (flags_.provider == "local,ssh") {
+    // Per instance: ssh when its type has registered machines, else local (docs/nodes.md).
+    provider::RoutingProvider::Options routing;
+    routing.local = std::move(provider_);
+    HF_RETURN_IF_ERROR(MakeSshProvider());
+    routing.ssh = std::move(provider_);
+    routing.inventory = machine_inventory_.get();
+    routing.state_file = data_dir_ + "/provider-routes.json";
+    HF_ASSIGN_OR_RETURN(provider_, provider::RoutingProvider::Create(std::move(routing)));
+  }
   return absl::OkStatus();
 }
 

@@ -15,7 +15,7 @@ struct ServerFlags {
   std::string data_dir;                   ///< empty: ResolveDataDir()
   std::string region = "us-west-2";
   std::string account_id = "123456789012";
-  std::string provider = "local";          ///< local (namespaced nodes, root) or fake
+  std::string provider = "local";  ///< local (namespaced nodes, root), ssh, local,ssh or fake
   std::string access_key_id, secret_access_key;  ///< an extra key pair (scripts, tests)
   int io_threads = 2;
   int fake_boot_delay_ms = 200;      ///< fake provider: launch to Running, milliseconds
