@@ -200,8 +200,9 @@ StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
   }
   if ((flags.provider == "ssh" || flags.provider == "local,ssh") && flags.agent_listen.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--provider ", flags.provider, " needs --agent-listen HOST:PORT (and --agent-address when it listens on "
-        "every address): the agents on machines reach the control plane there over TLS"));
+        "--provider ", flags.provider,
+        " needs --agent-listen HOST:PORT (and --agent-address when it listens on every "
+        "address): the agents on machines reach the control plane there over TLS"));
   }
   if (flags.access_key_id.empty() != flags.secret_access_key.empty()) {
     return absl::InvalidArgumentError(
@@ -532,6 +533,12 @@ Status Server::MakeSshProvider() {
   ssh.agent_cert_sha256 = agent_endpoint_.cert_sha256;
   ssh.agent_token = [tokens = &*tokens_](std::string_view id) { return tokens->tokenFor(id); };
   ssh.region = flags_.region;
+  // Whether the lifecycle scripts mount FSx at /fsx instead of the default sshfs.
+  ssh.provisioning_parameters = [bundles = bundles_.get()](
+                                    std::string_view uri) -> StatusOr<std::string> {
+    HF_ASSIGN_OR_RETURN(auto location, bundle::ParseS3Uri(uri));
+    return bundles->read(location, "provisioning_parameters.json");
+  };
   // Which spare replaced which node, which machine went to quarantine: cluster events.
   ssh.on_event = [this](const provider::SshProviderEvent& e) {
     store::WriteBatch batch;
