@@ -77,6 +77,11 @@ class SshProvider final : public Provider {
     /// Serve the cluster's shared /fsx to every node from <data_dir>/ssh/clusters/<id>/fsx
     /// (sshfs over the provider's ssh; skipped on a machine with its own /fsx mount).
     bool shared_fsx = true;
+    /// The text of provisioning_parameters.json in the lifecycle bundle at a
+    /// LifeCycleConfig.SourceS3Uri (NotFound when the bundle has none). When it names
+    /// fsx_dns_name and fsx_mountname the default /fsx is skipped: the lifecycle scripts
+    /// mount FSx (fsx_plan.h). Empty = not read (the default /fsx).
+    std::function<StatusOr<std::string>(std::string_view source_s3_uri)> provisioning_parameters;
     /// How long provisioning waits for that mount before the instance fails.
     Duration fsx_timeout = std::chrono::seconds(60);
     /// Receives spare and quarantine events; may be empty.

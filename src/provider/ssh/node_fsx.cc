@@ -1,6 +1,7 @@
 // SshProvider, a node's shared /fsx (ssh_provider_impl.h): the cluster's export served to
 // the node's machine by FsxMount (fsx_mount.h) before its agent starts, unless the machine
-// already has its own mount at /fsx (PlanFsx, fsx_plan.h); stopped when the node goes.
+// already has its own mount at /fsx or the lifecycle bundle's provisioning_parameters.json
+// names FSx (PlanFsx, fsx_plan.h); stopped when the node goes.
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,20 @@
 #include "provider/ssh/ssh_provider_impl.h"
 
 namespace hf::provider {
+
+std::string SshProvider::Impl::provisioningParameters(const InstanceSpec& spec) const {
+  if (!options_.provisioning_parameters || !spec.lifecycle.is_object()) return "";
+  const auto uri = spec.lifecycle.find("SourceS3Uri");
+  if (uri == spec.lifecycle.end() || !uri->is_string()) return "";
+  auto text = options_.provisioning_parameters(uri->get<std::string>());
+  if (text.ok()) return *std::move(text);
+  // Unreadable now: the default /fsx, which lifecycle scripts that mount FSx mount over.
+  if (!absl::IsNotFound(text.status())) {
+    spdlog::warn("ssh provider: provisioning_parameters.json of {}: {}", spec.instance_id,
+                 text.status().ToString());
+  }
+  return "";
+}
 
 Status SshProvider::Impl::startFsx(const NodeRec& rec, const hf::ssh::SshTarget& target) {
   if (!options_.shared_fsx) return absl::OkStatus();
@@ -19,9 +34,8 @@ Status SshProvider::Impl::startFsx(const NodeRec& rec, const hf::ssh::SshTarget&
                                           ssh_scripts::RootCommand(
                                               target.user, ssh::FsxMountProbeCommand("/fsx")),
                                           ""));
-  // The lifecycle bundle's provisioning parameters are not read here: lifecycle scripts
-  // that mount FSx for Lustre mount it over ours, as on HyperPod.
-  HF_ASSIGN_OR_RETURN(ssh::FsxPlan plan, ssh::PlanFsx("", probe.out));
+  HF_ASSIGN_OR_RETURN(ssh::FsxPlan plan,
+                      ssh::PlanFsx(provisioningParameters(rec.spec), probe.out));
   if (plan.source != ssh::FsxSource::kDefault) {
     spdlog::info("ssh provider: /fsx of {}: {}", rec.spec.instance_id, plan.reason);
     return absl::OkStatus();

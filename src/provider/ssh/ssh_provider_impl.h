@@ -86,8 +86,12 @@ class SshProvider::Impl {
 
   // node_fsx.cc
   /// The cluster's shared /fsx on the node's machine (FsxMount over this connection's ssh)
-  /// unless the machine has its own mount there; waits until it is up. Idempotent.
+  /// unless the machine has its own mount there or the lifecycle scripts mount FSx;
+  /// waits until it is up. Idempotent.
   Status startFsx(const NodeRec& rec, const hf::ssh::SshTarget& target);
+  /// provisioning_parameters.json of the node's lifecycle bundle (Options), "" when there is
+  /// none, no reader, or it cannot be read now (logged).
+  std::string provisioningParameters(const InstanceSpec& spec) const;
   /// Stops the node's /fsx supervision (sshfs then leaves the machine).
   void stopFsx(const std::string& instance_id);
 

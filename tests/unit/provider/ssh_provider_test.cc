@@ -77,6 +77,8 @@ struct FakeMachine {
   int base_runs = 0, identity_runs = 0, cleanups = 0, hosts_writes = 0, reboots = 0;
   bool agent_running = false;
   std::string identity_script;
+  int fsx_probes = 0;
+  std::string fsx_mount_line;  // what FsxMountProbeCommand prints
 };
 
 class FakeSsh {
@@ -121,6 +123,9 @@ class FakeSsh {
               "\nkernel_release=6.1.0-test\nmachine=x86_64\nnvidia_version=\n" +
               (m.binary_sha.empty() ? "" : "binary_sha256=" + m.binary_sha + "\n") +
               "disk_free_kib=10000000\n";
+    } else if (absl::StrContains(cmd, "/proc/self/mountinfo")) {
+      ++m.fsx_probes;
+      r.out = m.fsx_mount_line;
     } else {
       r.exit_code = 127;
       r.err = "unknown script";
@@ -463,6 +468,50 @@ TEST_F(SshProviderTest, CreateChecksItsOptions) {
   o = options();
   o.inventory = nullptr;
   EXPECT_TRUE(absl::IsInvalidArgument(SshProvider::Create(o).status()));
+}
+
+TEST_F(SshProviderTest, FsxInTheProvisioningParametersSkipsTheDefaultFsx) {
+  // The lifecycle scripts mount FSx (HyperPod's mount_fsx.sh): no sshfs is started (it would
+  // need a real ssh connection and fail within fsx_timeout), and provisioning goes on.
+  // Loopback addresses: a wrong sshfs start stays on this host.
+  inventory_.add("m-000000000001", "127.0.0.11");
+  inventory_.add("m-000000000002", "127.0.0.12");
+  SshProvider::Options o = options();
+  o.shared_fsx = true;
+  o.fsx_timeout = std::chrono::milliseconds(500);
+  std::mutex asked_mu;
+  std::vector<std::string> asked;
+  o.provisioning_parameters = [&](std::string_view uri) -> StatusOr<std::string> {
+    std::lock_guard lock(asked_mu);
+    asked.emplace_back(uri);
+    if (uri == "s3://bucket/bad/") return std::string(R"({"fsx_dns_name": "fs-1.fsx.x"})");
+    return std::string(
+        R"({"controller_group": "c", "fsx_dns_name": "fs-0123.fsx.us-west-2.amazonaws.com",)"
+        R"( "fsx_mountname": "abcdefgh"})");
+  };
+  auto p = SshProvider::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  provider_ = std::move(*p);
+  ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
+  provider_->waitIdleForTest();
+  InstanceObservation obs = only();
+  EXPECT_EQ(obs.state, InstanceState::kRunning) << obs.message;
+  EXPECT_EQ(ssh_.at("127.0.0.11").fsx_probes, 1);
+  EXPECT_EQ(ssh_.at("127.0.0.11").identity_runs, 1);
+  {
+    std::lock_guard lock(asked_mu);
+    EXPECT_EQ(asked, std::vector<std::string>{"s3://bucket/lcs/"});
+  }
+  // Half an FSx (one key of the two): the node fails, naming the file.
+  InstanceSpec bad = spec("i-2");
+  bad.cluster_id = "c2";
+  bad.lifecycle["SourceS3Uri"] = "s3://bucket/bad/";
+  ASSERT_TRUE(provider_->launch(bad).ok());
+  provider_->waitIdleForTest();
+  obs = only("c2");
+  EXPECT_EQ(obs.state, InstanceState::kFailed);
+  EXPECT_TRUE(absl::StrContains(obs.message, "provisioning_parameters.json")) << obs.message;
+  EXPECT_EQ(ssh_.at("127.0.0.12").identity_runs, 0);
 }
 
 }  // namespace
