@@ -1,0 +1,128 @@
+"""`--provider local,ssh`: one real server with both providers. A cluster with a group whose
+instance type has a registered machine (one real sshd machine, tests/e2e/ssh_machines.py,
+layer `site`) and a group of a type with none: the first group's node is provisioned on the
+machine over ssh, the second's boots as a local node on this host; the routes file under the
+data dir names each; both reach Running; deleting the cluster frees the machine and removes
+the local node. Needs root (the test machine and local nodes); skipped otherwise."""
+
+import json
+import os
+import subprocess
+import unittest
+
+import ssh_machines
+from harness import (BINARY, Server, aws_env, cluster_spec, main, mirror_addresses,
+                     wait_until)
+
+SSH_TYPE = "ml.c5.large"
+LOCAL_TYPE = "ml.c5.xlarge"
+CLUSTER = "mixed-it"
+
+
+class Flags(unittest.TestCase):
+    def test_local_ssh_needs_the_agent_endpoint(self):
+        r = subprocess.run([BINARY, "server", "--provider", "local,ssh", "--listen",
+                            "127.0.0.1:0", "--data-dir", "/nonexistent/hf-it-mixed"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("--provider local,ssh needs --agent-listen", r.stderr)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root (the ssh test machines, local nodes)")
+class MixedProviders(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fleet = ssh_machines.Fleet(1, layer="site").start()
+        cls.m = cls.fleet.machines[0]
+        cls.server = Server(provider="local,ssh", extra_args=[
+            "--agent-listen", f"{cls.fleet.host_address}:0", "--heartbeat-interval", "1",
+            "--node-egress-allow", ",".join(mirror_addresses())])
+        lcs = os.path.join(cls.server.data_dir, "s3", "hyperfleet-lc", "scripts")
+        os.makedirs(lcs)
+        with open(os.path.join(lcs, "on_create.sh"), "w") as f:
+            f.write("#!/bin/bash\nset -e\necho on_create ran > /var/tmp/on_create.txt\n")
+        try:
+            cls.server.start()
+        except BaseException:
+            cls.fleet.close()
+            cls.server.cleanup()
+            raise
+        cls.env = aws_env(cls.server.endpoint)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.aws("sagemaker", "delete-cluster", "--cluster-name", CLUSTER, check=False)
+        finally:
+            cls.server.cleanup()
+            cls.fleet.close()
+
+    @classmethod
+    def aws(cls, *args, check=True):
+        r = subprocess.run(["aws", *args, "--output", "json"], env=cls.env, capture_output=True,
+                           text=True, timeout=120)
+        if check and r.returncode != 0:
+            raise AssertionError(f"aws {' '.join(args)}: {r.stdout}{r.stderr}")
+        return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
+
+    @classmethod
+    def hf(cls, *args):
+        r = subprocess.run([BINARY, *args, "--endpoint-url", cls.server.endpoint], env=cls.env,
+                           capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            raise AssertionError(f"hyperfleet {' '.join(args)}: {r.stdout}{r.stderr}")
+        return r.stdout
+
+    def machine(self):
+        data = json.loads(self.hf("machines", "list", "--output", "json"))
+        return (data["Machines"] if isinstance(data, dict) else data)[0]
+
+    def nodes(self):
+        r = self.aws("sagemaker", "list-cluster-nodes", "--cluster-name", CLUSTER, check=False)
+        return r["ClusterNodeSummaries"] if r else []
+
+    def routes(self):
+        path = os.path.join(self.server.data_dir, "provider-routes.json")
+        with open(path) as f:
+            return json.load(f)["instances"]
+
+    def test_one_group_on_a_machine_one_on_local_nodes(self):
+        key = os.path.join(self.server.data_dir, "host-key.pub")
+        with open(key, "w") as f:
+            f.write(self.m.host_key_pub + "\n")
+        self.hf("machines", "add", self.m.address, "--user", "root", "--key",
+                self.fleet.key_path, "--host-key-file", key, "--instance-type", SSH_TYPE)
+
+        spec = cluster_spec(CLUSTER, groups=[("machines", SSH_TYPE, 1), ("local", LOCAL_TYPE, 1)])
+        spec.pop("Orchestrator")
+        with open(os.path.join(self.server.data_dir, "spec.json"), "w") as f:
+            json.dump(spec, f)
+        self.aws("sagemaker", "create-cluster", "--cli-input-json",
+                 "file://" + os.path.join(self.server.data_dir, "spec.json"))
+
+        wait_until(lambda: sorted(n["InstanceStatus"]["Status"] for n in self.nodes()) ==
+                   ["Running", "Running"], timeout=900, interval=2, what="both nodes Running")
+        by_group = {n["InstanceGroupName"]: n["InstanceId"] for n in self.nodes()}
+        routes = self.routes()
+        self.assertEqual(routes[by_group["machines"]]["provider"], "ssh")
+        self.assertEqual(routes[by_group["local"]]["provider"], "local")
+        self.assertEqual(os.stat(os.path.join(self.server.data_dir,
+                                              "provider-routes.json")).st_mode & 0o777, 0o600)
+        self.assertEqual(self.machine()["State"], "in-use")
+        self.assertEqual(self.machine()["NodeId"], by_group["machines"])
+        self.assertEqual(self.m.ssh("cat /var/tmp/on_create.txt", check=True).stdout.strip(),
+                         "on_create ran")
+        node = self.aws("sagemaker", "describe-cluster-node", "--cluster-name", CLUSTER,
+                        "--node-id", by_group["machines"])["NodeDetails"]
+        self.assertEqual(node["PrivatePrimaryIp"], self.m.address)
+
+        self.aws("sagemaker", "delete-cluster", "--cluster-name", CLUSTER)
+        wait_until(lambda: self.machine()["State"] == "free", timeout=300, interval=1,
+                   what="machine free")
+        wait_until(lambda: self.aws("sagemaker", "list-clusters")["ClusterSummaries"] == [],
+                   timeout=300, interval=1, what="cluster gone")
+        wait_until(lambda: self.routes() == {}, timeout=60, interval=1, what="routes forgotten")
+
+
+if __name__ == "__main__":
+    main()
