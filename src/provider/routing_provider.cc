@@ -74,20 +74,21 @@ std::optional<Route> RoutingProvider::routeOf(std::string_view instance_id) cons
   return it->second.route;
 }
 
-std::optional<Route> RoutingProvider::lookup(std::string_view id, bool terminating) {
+std::optional<Route> RoutingProvider::lookup(std::string_view id, Mark mark) {
   std::lock_guard lock(mu_);
   auto it = routes_.find(id);
   if (it == routes_.end()) return std::nullopt;
-  if (terminating && !it->second.terminating) {
-    it->second.terminating = true;
-    // Best effort: a lost mark only delays forgetting the route until a later terminate.
+  if (mark != Mark::kNone && it->second.terminating != (mark == Mark::kTerminating)) {
+    it->second.terminating = mark == Mark::kTerminating;
+    // Best effort: a lost mark only delays forgetting the route (or, for a relaunch, lets
+    // RouteFor decide again once the old instance is gone).
     (void)saveLocked();
   }
   return it->second.route;
 }
 
 Status RoutingProvider::launch(const InstanceSpec& spec) {
-  if (auto route = lookup(spec.instance_id, false)) return of(*route).launch(spec);
+  if (auto route = lookup(spec.instance_id, Mark::kLaunching)) return of(*route).launch(spec);
   HF_ASSIGN_OR_RETURN(auto machines, options_.inventory->machines());
   const Route route = RouteFor(spec.instance_type, machines);
   {
@@ -112,7 +113,7 @@ Status RoutingProvider::launch(const InstanceSpec& spec) {
 
 Status RoutingProvider::terminateVia(std::string_view id,
                                      Status (Provider::*call)(std::string_view)) {
-  if (auto route = lookup(id, true)) return (of(*route).*call)(id);
+  if (auto route = lookup(id, Mark::kTerminating)) return (of(*route).*call)(id);
   // Not ours (a state file lost, or never launched): each provider ignores ids it lacks.
   HF_RETURN_IF_ERROR((of(Route::kLocal).*call)(id));
   return (of(Route::kSsh).*call)(id);
@@ -128,7 +129,7 @@ Status RoutingProvider::terminateNow(std::string_view id) {
 
 Status RoutingProvider::rebootVia(std::string_view id,
                                   Status (Provider::*call)(std::string_view)) {
-  if (auto route = lookup(id, false)) return (of(*route).*call)(id);
+  if (auto route = lookup(id, Mark::kNone)) return (of(*route).*call)(id);
   auto st = (of(Route::kLocal).*call)(id);
   if (!absl::IsNotFound(st)) return st;
   return (of(Route::kSsh).*call)(id);
@@ -141,7 +142,7 @@ Status RoutingProvider::powerCycle(std::string_view id) {
 }
 
 StatusOr<int> RoutingProvider::nodeInitPid(std::string_view id) {
-  if (auto route = lookup(id, false)) return of(*route).nodeInitPid(id);
+  if (auto route = lookup(id, Mark::kNone)) return of(*route).nodeInitPid(id);
   auto pid = of(Route::kLocal).nodeInitPid(id);
   if (pid.ok() || !absl::IsNotFound(pid.status())) return pid;
   return of(Route::kSsh).nodeInitPid(id);

@@ -71,8 +71,10 @@ class RoutingProvider final : public Provider {
   Status load();
   Status saveLocked();
   Provider& of(Route route) { return route == Route::kSsh ? *options_.ssh : *options_.local; }
-  /// The route of `id` (marking it terminating when asked), or nullopt when unknown.
-  std::optional<Route> lookup(std::string_view id, bool terminating);
+  /// What a call says about an instance: terminating (forget it once gone), launched again.
+  enum class Mark { kNone, kTerminating, kLaunching };
+  /// The route of `id` (its terminating flag set or cleared by `mark`), or nullopt.
+  std::optional<Route> lookup(std::string_view id, Mark mark);
   Status terminateVia(std::string_view id, Status (Provider::*call)(std::string_view));
   Status rebootVia(std::string_view id, Status (Provider::*call)(std::string_view));
 

@@ -239,6 +239,15 @@ TEST_F(RoutingProviderTest, TerminatedRoutesAreForgottenOnceNotListed) {
   EXPECT_EQ(router_->routeOf("i-ssh"), std::nullopt);
 }
 
+TEST_F(RoutingProviderTest, ARelaunchAfterTerminateKeepsTheRoute) {
+  ASSERT_TRUE(router_->launch(Spec("i-ssh", "ml.p5.48xlarge")).ok());
+  ASSERT_TRUE(router_->terminate("i-ssh").ok());
+  ASSERT_TRUE(router_->launch(Spec("i-ssh", "ml.p5.48xlarge")).ok());  // the same id again
+  ssh_->ids.clear();  // between the old instance going and the new one being listed
+  ASSERT_TRUE(router_->list("c1").ok());
+  EXPECT_EQ(router_->routeOf("i-ssh"), Route::kSsh);
+}
+
 TEST_F(RoutingProviderTest, AFailedLaunchLeavesNoRoute) {
   ssh_->fail_launch = "no free machine of type ml.p5.48xlarge";
   auto st = router_->launch(Spec("i-ssh", "ml.p5.48xlarge"));
