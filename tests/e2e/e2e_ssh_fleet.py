@@ -186,6 +186,11 @@ class SshFleetTest(SshFleetFixture):
     machine, reboot, delete."""
 
     STEPS = e2e_chaos.STEPS
+    # The training job and its checks, as the chaos test on local nodes runs them.
+    workers = e2e_chaos.ChaosTest.workers
+    start_training = e2e_chaos.ChaosTest.start_training
+    finish = e2e_chaos.ChaosTest.finish
+    events = e2e_chaos.ChaosTest.events
 
     @classmethod
     def setUpClass(cls):
@@ -245,8 +250,8 @@ class SshFleetTest(SshFleetFixture):
         spare = wait_until(lambda: [r for r in self.machines() if r["State"] == "spare-ready"],
                            timeout=600, interval=1, what="a ready hot spare")
         self.assertEqual(len(spare), 1, self.machines())
-        job = e2e_chaos.ChaosTest.start_training(self, "killed")
-        host, iid = sorted(e2e_chaos.ChaosTest.workers(self).items())[0]
+        job = self.start_training("killed")
+        host, iid = sorted(self.workers().items())[0]
         victim = self.machine_of_node(iid)
         victim_id = self.machine_of(victim)["MachineId"]
         t0 = time.time()
@@ -262,10 +267,14 @@ class SshFleetTest(SshFleetFixture):
         new = wait_until(replacement, timeout=600, interval=1,
                          what="the spare Running in the killed worker's place")
         self.timings["kill->replacement Running"] = time.time() - t0
-        e2e_chaos.ChaosTest.finish(self, job, "killed", requeued=True)
-        self.assertNotIn(iid, e2e_chaos.ChaosTest.workers(self).values())
+        self.finish(job, "killed", requeued=True)
+        self.assertNotIn(iid, self.workers().values())
+        # Another machine, another address, but the replaced node's name: Slurm's node stays
+        # (NodeName kept, NodeAddr moved), as HyperPod keeps the name.
+        self.assertEqual(new["PrivateDnsHostname"].split(".")[0], host, new)
+        self.assertEqual(self.workers().get(host), new["InstanceId"])
         # Events name the spare and the node it became, and the quarantined machine.
-        descriptions = [e.get("Description", "") for e in e2e_chaos.ChaosTest.events(self)]
+        descriptions = [e.get("Description", "") for e in self.events()]
         self.assertTrue(any(spare[0]["MachineId"] in d and new["InstanceId"] in d
                             for d in descriptions), descriptions)
         self.assertTrue(any(victim_id in d and "quarantined" in d for d in descriptions),
@@ -280,7 +289,7 @@ class SshFleetTest(SshFleetFixture):
                    what="the pool's spare refilled")
 
     def test_4_a_node_reboots_for_real_and_slurm_takes_it_back(self):
-        host, iid = sorted(e2e_chaos.ChaosTest.workers(self).items())[-1]
+        host, iid = sorted(self.workers().items())[-1]
         m = self.machine_of_node(iid)
         boot = m.boot_id()
         reboots = m.reboot_count

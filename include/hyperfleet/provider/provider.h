@@ -28,6 +28,10 @@ struct InstanceSpec {
   /// InstanceStorageConfigs asks for a secondary EBS volume, which HyperPod mounts at
   /// /opt/sagemaker (see HasSecondaryEbsVolume).
   bool secondary_ebs_volume = false;
+  /// The name to keep (node replacement: the replaced node's, "ip-a-b-c-d"); empty = the
+  /// provider's. A provider that cannot keep the address (the ssh provider: another machine)
+  /// keeps the name, so Slurm keeps knowing the node by it, as HyperPod keeps both.
+  std::string hostname;
 };
 
 /// Whether an instance group's InstanceStorageConfigs (null, or the list the API accepted)

@@ -53,6 +53,7 @@ provider::InstanceSpec Work::specFor(const model::Node& n) const {
                               n.instance_type, n.lifecycle, n.marks.requested_ip};
   spec.secondary_ebs_volume =
       provider::HasSecondaryEbsVolume(n.spec_extras.value("InstanceStorageConfigs", json()));
+  if (!n.marks.replacement_of.empty()) spec.hostname = n.hostname;
   return spec;
 }
 

@@ -275,7 +275,7 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
     {
       std::lock_guard lock(mu_);
       rec->ip = rec->access.address;
-      rec->hostname = LocalNames::Hostname(rec->ip);
+      rec->hostname = sc::KeptHostname(rec->spec.hostname, rec->ip);
       if (rec->phase == Phase::kTerminating) return absl::OkStatus();
       rec->phase = Phase::kProvisioning;
       HF_RETURN_IF_ERROR(persist(*rec));

@@ -124,6 +124,7 @@ Status SshProvider::Impl::persist(const NodeRec& rec) {
                       {"cluster_name", rec.spec.cluster_name},
                       {"group", rec.spec.group},
                       {"instance_type", rec.spec.instance_type},
+                      {"requested_hostname", rec.spec.hostname},
                       {"lifecycle", rec.spec.lifecycle},
                       {"phase", PhaseName(rec.phase)},
                       {"machine_id", rec.machine_id},
@@ -231,6 +232,7 @@ void SshProvider::Impl::adopt() {
     rec->spec.cluster_name = j.value("cluster_name", "");
     rec->spec.group = j.value("group", "");
     rec->spec.instance_type = j.value("instance_type", "");
+    rec->spec.hostname = j.value("requested_hostname", "");
     if (j.contains("lifecycle")) rec->spec.lifecycle = j["lifecycle"];
     rec->phase = ParsePhase(j.value("phase", ""));
     rec->machine_id = j.value("machine_id", "");

@@ -14,6 +14,7 @@
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/provider/ssh_provider.h"
 #include "provider/local/sys.h"
+#include "provider/ssh/scripts.h"
 
 namespace hf::provider {
 namespace {
@@ -240,6 +241,32 @@ TEST_F(SshProviderTest, LaunchTakesAFreeMachineProvisionsItAndRuns) {
             "HF_AGENT_CERT_SHA256=" + std::string(64, 'a') + "\n"
             "HF_IMDS=serve\nHF_IMDS_INSTANCE_TYPE=ml.c5.large\nHF_IMDS_LOCAL_IPV4=10.250.0.11\n"
             "HF_IMDS_HOSTNAME=ip-10-250-0-11\nHF_IMDS_REGION=us-west-2\n");
+}
+
+TEST_F(SshProviderTest, AReplacementKeepsTheReplacedNodesNameOnItsNewAddress) {
+  // Slurm knows the node by its name: the replacement runs on another machine (another
+  // address) under the replaced node's name, so slurm.conf's NodeName stays, NodeAddr moves.
+  inventory_.add("m-000000000001", "10.250.0.12");
+  start();
+  InstanceSpec s = spec("i-2");
+  s.private_ip = "10.250.0.11";
+  s.hostname = "ip-10-250-0-11";
+  ASSERT_TRUE(provider_->launch(s).ok());
+  provider_->waitIdleForTest();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kRunning) << o.message;
+  EXPECT_EQ(o.private_ip, "10.250.0.12");
+  EXPECT_EQ(o.hostname, "ip-10-250-0-11");
+  EXPECT_NE(ssh_.at("10.250.0.12").identity_script.find("ip-10-250-0-11"), std::string::npos);
+}
+
+TEST(SshScriptsTest, KeptHostnameTakesOnlyAValidHostLabel) {
+  EXPECT_EQ(ssh_scripts::KeptHostname("ip-10-1-2-3", "10.9.9.9"), "ip-10-1-2-3");
+  EXPECT_EQ(ssh_scripts::KeptHostname("", "10.9.9.9"), "ip-10-9-9-9");
+  EXPECT_EQ(ssh_scripts::KeptHostname("a;rm -rf /", "10.9.9.9"), "ip-10-9-9-9");
+  EXPECT_EQ(ssh_scripts::KeptHostname("-x", "10.9.9.9"), "ip-10-9-9-9");
+  EXPECT_EQ(ssh_scripts::KeptHostname("UPPER", "10.9.9.9"), "ip-10-9-9-9");
+  EXPECT_EQ(ssh_scripts::KeptHostname(std::string(64, 'a'), "10.9.9.9"), "ip-10-9-9-9");
 }
 
 TEST_F(SshProviderTest, NoFreeMachineFailsWithThePoolsShortfall) {
