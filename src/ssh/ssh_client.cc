@@ -164,14 +164,21 @@ StatusOr<std::string> KnownHostsLine(std::string_view address, uint16_t port,
   return absl::StrCat(host, " ", type, " ", base64);
 }
 
-StatusOr<SshResult> Run(const SshTarget& target, std::string_view command, std::string_view input,
-                        Duration timeout) {
+// The ssh client started for `command`: its arguments, fixed environment, "/" and a process
+// group of its own (so a timeout kills what it started); streams left to the caller.
+static StatusOr<ProcessSpec> SshSpec(const SshTarget& target, std::string_view command) {
   ProcessSpec spec;
   HF_ASSIGN_OR_RETURN(spec.argv, internal::SshArgv(target, command));
   spec.program = std::string(internal::kSshProgram);
   spec.env = internal::SshEnvironment();
   spec.cwd = "/";
   spec.group = ProcessGroup::kNewGroup;
+  return spec;
+}
+
+StatusOr<SshResult> Run(const SshTarget& target, std::string_view command, std::string_view input,
+                        Duration timeout) {
+  HF_ASSIGN_OR_RETURN(ProcessSpec spec, SshSpec(target, command));
   spec.out = Stdio::Pipe();
   spec.err = Stdio::Pipe();
   int input_fd = -1;
@@ -204,12 +211,7 @@ StatusOr<SshResult> Run(const SshTarget& target, std::string_view command, std::
 
 StatusOr<Subprocess> Start(const SshTarget& target, std::string_view command, Stdio in, Stdio out,
                            Stdio err) {
-  ProcessSpec spec;
-  HF_ASSIGN_OR_RETURN(spec.argv, internal::SshArgv(target, command));
-  spec.program = std::string(internal::kSshProgram);
-  spec.env = internal::SshEnvironment();
-  spec.cwd = "/";
-  spec.group = ProcessGroup::kNewGroup;
+  HF_ASSIGN_OR_RETURN(ProcessSpec spec, SshSpec(target, command));
   spec.in = in;
   spec.out = out;
   spec.err = err;

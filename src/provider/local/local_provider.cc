@@ -75,13 +75,13 @@ LocalProvider::Impl::Impl(const Options& options, std::string fleet_id,
 }
 
 LocalProvider::Impl::~Impl() {
-  std::list<Worker> workers;
+  WorkerThreads workers;
   {
     std::lock_guard lock(mu_);
     shutting_down_ = true;
-    workers.swap(workers_);
+    workers = workers_.TakeAll();
   }
-  for (auto& w : workers) w.thread.join();
+  workers.JoinAll();
   {
     std::lock_guard lock(hosts_mu_);
     hosts_stop_ = true;
@@ -250,20 +250,7 @@ Status LocalProvider::Impl::powerCycle(std::string_view instance_id) {
 
 
 void LocalProvider::Impl::spawnLocked(std::function<void()> fn) {
-  for (auto it = workers_.begin(); it != workers_.end();) {  // reap finished workers
-    if (it->done->load()) {
-      it->thread.join();
-      it = workers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  workers_.push_back(Worker{std::thread([fn = std::move(fn), done] {
-                              fn();
-                              done->store(true);
-                            }),
-                            done});
+  workers_.Spawn(std::move(fn));
 }
 
 // A requested address must be a node address of the subnet; otherwise the lowest one no

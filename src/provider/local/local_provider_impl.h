@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "hyperfleet/common/worker_threads.h"
 #include "hyperfleet/common/subprocess.h"
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/provider/local_provider.h"
@@ -78,10 +79,6 @@ class LocalProvider::Impl {
   Status confirmSupervisorGone(std::string_view id) const;
 
  private:
-  struct Worker {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
 
   // ---- node records and steps (local_provider.cc) ----
   void spawnLocked(std::function<void()> fn);
@@ -124,7 +121,7 @@ class LocalProvider::Impl {
 
   mutable std::mutex mu_;  // nodes_, records' fields, workers_
   std::map<std::string, std::shared_ptr<NodeRec>> nodes_;
-  std::list<Worker> workers_;
+  WorkerThreads workers_;
   bool shutting_down_ = false;
 
   std::mutex hosts_mu_;  // hosts_dirty_, hosts_stop_

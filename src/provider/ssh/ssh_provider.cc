@@ -69,13 +69,13 @@ SshProvider::Impl::~Impl() {
   }
   loop_cv_.notify_all();
   if (loop_thread_.joinable()) loop_thread_.join();
-  std::list<Worker> workers;
+  WorkerThreads workers;
   {
     std::lock_guard lock(mu_);
     shutting_down_ = true;
-    workers.swap(workers_);
+    workers = workers_.TakeAll();
   }
-  for (auto& w : workers) w.thread.join();
+  workers.JoinAll();
   if (binary_map_) ::munmap(binary_map_, binary_size_);
 }
 
@@ -90,31 +90,18 @@ std::string SshProvider::Impl::nodeFile(std::string_view id) const {
 void SshProvider::Impl::spawn(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   if (shutting_down_) return;
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    if (it->done->load()) {
-      it->thread.join();
-      it = workers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  workers_.push_back(Worker{std::thread([fn = std::move(fn), done] {
-                              fn();
-                              done->store(true);
-                            }),
-                            done});
+  workers_.Spawn(std::move(fn));
 }
 
 void SshProvider::Impl::waitIdle() {
   for (;;) {
-    std::list<Worker> workers;
+    WorkerThreads workers;
     {
       std::lock_guard lock(mu_);
-      workers.swap(workers_);
+      workers = workers_.TakeAll();
     }
     if (workers.empty()) return;
-    for (auto& w : workers) w.thread.join();
+    workers.JoinAll();
   }
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hyperfleet/common/worker_threads.h"
 #include "hyperfleet/provider/ssh_provider.h"
 #include "provider/ssh/fsx_mount.h"
 #include "provider/ssh/scripts.h"
@@ -114,11 +115,7 @@ class SshProvider::Impl {
   mutable std::mutex mu_;  // nodes_, workers_, shutting_down_, busy_machines_
   std::map<std::string, std::shared_ptr<NodeRec>, std::less<>> nodes_;
   std::set<std::string> busy_machines_;  // spare/return work under way
-  struct Worker {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::list<Worker> workers_;
+  WorkerThreads workers_;
   bool shutting_down_ = false;
   std::mutex pool_mu_;  // one pool decision at a time in this process
   std::mutex cluster_mu_;
