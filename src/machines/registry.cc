@@ -135,6 +135,26 @@ StatusOr<MachineRegistry::Staged> MachineRegistry::stage(
   return st;
 }
 
+// Why `ipv4` cannot be a machine's own address ("" when it can): loopback, unspecified,
+// broadcast, multicast or link-local (RFC 1122, RFC 3927, RFC 5771).
+static std::string SpecialAddress(const std::string& ipv4) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, ipv4.c_str(), &a) != 1) return "not an IPv4 address";
+  const uint32_t ip = ntohl(a.s_addr);
+  if ((ip >> 24) == 127) return "a loopback address (this host)";
+  if ((ip >> 24) == 0) return "an unspecified address";
+  if (ip == 0xffffffffu) return "the broadcast address";
+  if ((ip >> 28) == 0xe) return "a multicast address";
+  if ((ip >> 16) == 0xa9fe) return "a link-local address";
+  return "";
+}
+
+static Status ReachBusy() {
+  return absl::UnavailableError(
+      "another RegisterMachine or UpdateMachine is reaching a machine over ssh; they run one "
+      "at a time so that the API stays responsive: retry in a few seconds");
+}
+
 StatusOr<store::MachineRecord> MachineRegistry::registerMachine(const RegisterRequest& req) {
   HF_RETURN_IF_ERROR(CheckHost(req.address, "Address"));
   if (req.port == 0) return absl::InvalidArgumentError("Port must be 1 to 65535");
@@ -155,7 +175,14 @@ StatusOr<store::MachineRecord> MachineRegistry::registerMachine(const RegisterRe
     HF_ASSIGN_OR_RETURN(r.address, ResolveIpv4(req.address));
     r.host_name = req.address;
   }
+  if (std::string why = SpecialAddress(r.address); !why.empty() && !options_.allow_loopback) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Address ", req.address, " (", r.address, ") is ", why,
+        ": register a machine at an address of its own"));
+  }
   r.port = req.port;
+  std::unique_lock reach(reach_mu_, std::try_to_lock);
+  if (!reach.owns_lock()) return ReachBusy();
   HF_ASSIGN_OR_RETURN(auto existing, store_.machines());
   for (const auto& m : existing) {
     if (m.address == r.address && m.port == r.port) {
@@ -205,6 +232,8 @@ StatusOr<store::MachineRecord> MachineRegistry::registerMachine(const RegisterRe
 }
 
 StatusOr<store::MachineRecord> MachineRegistry::update(const UpdateRequest& req) {
+  std::unique_lock reach(reach_mu_, std::try_to_lock);
+  if (!reach.owns_lock()) return ReachBusy();
   HF_ASSIGN_OR_RETURN(store::MachineRecord current, store_.machine(req.id));
   if (req.port && *req.port == 0) return absl::InvalidArgumentError("Port must be 1 to 65535");
   if (req.user) HF_RETURN_IF_ERROR(CheckUser(*req.user, "User"));

@@ -1,9 +1,11 @@
 // OpenSSH's client with a pinned host key: see include/hyperfleet/ssh/ssh_client.h.
 #include "hyperfleet/ssh/ssh_client.h"
 
+#include <algorithm>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -141,6 +143,13 @@ std::vector<std::string> SshEnvironment() {
 StatusOr<std::string> KnownHostsLine(std::string_view address, uint16_t port,
                                      std::string_view host_public_key) {
   HF_RETURN_IF_ERROR(CheckAddress(address));
+  const std::string_view key = StripAsciiWhitespace(host_public_key);
+  if (std::any_of(key.begin(), key.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\t'; }) ||
+      key.find('\x7f') != std::string_view::npos) {
+    // A newline would make two known_hosts lines of one key.
+    return absl::InvalidArgumentError("host key must be one line without control characters");
+  }
   std::vector<std::string> parts =
       absl::StrSplit(AbslView(StripAsciiWhitespace(host_public_key)), absl::ByAnyChar(" \t"),
                      absl::SkipEmpty());

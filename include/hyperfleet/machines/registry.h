@@ -8,6 +8,7 @@
 // removed with the machine. docs/machines.md.
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,6 +50,10 @@ struct RegistryOptions {
   int connect_timeout_seconds = 10;
   Duration probe_timeout = std::chrono::seconds(60);
   std::string host_arch;            ///< the node binary's architecture; "" = this host's
+  /// Accept loopback addresses (tests: an sshd on 127.0.0.1). Off: a machine at a loopback,
+  /// unspecified, broadcast, multicast or link-local address is refused, since it would be
+  /// this host (or none) rather than a machine of its own.
+  bool allow_loopback = false;
 };
 
 /// The registry. Thread-safe (the store is; record changes are compare-and-swap, retried).
@@ -104,6 +109,10 @@ class MachineRegistry {
   IdSource& ids_;
   const model::InstanceCatalog& catalog_;
   RegistryOptions options_;
+  /// One registration or update reaches a machine at a time: the probe blocks its request
+  /// thread for up to probe_timeout, and the API has few of them. Others are refused
+  /// (ServiceUnavailable, which AWS clients retry) rather than queued.
+  std::mutex reach_mu_;
 };
 
 /// The MachineInventory the ssh provider reads and writes, over the registry's store.

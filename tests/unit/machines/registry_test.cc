@@ -41,6 +41,7 @@ class RegistryTest : public ::testing::TestWithParam<unsigned> {
     RegistryOptions options;
     options.dir = dir_ + "/data/machines";
     options.connect_timeout_seconds = 5;
+    options.allow_loopback = true;  // the test's sshd listens on 127.0.0.1
     registry_ = std::make_unique<MachineRegistry>(*store_, clock_, ids_,
                                                   model::InstanceCatalog::Embedded(), options);
     old_umask_ = ::umask(GetParam());
@@ -141,6 +142,24 @@ TEST_P(RegistryTest, UnreachableRefused) {
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   EXPECT_NE(std::string(r.status().message()).find("cannot reach"), std::string::npos) << r.status();
   EXPECT_TRUE(registry_->list()->empty());
+}
+
+TEST_P(RegistryTest, AddressesThatAreNotAMachineOfItsOwnAreRefused) {
+  // Loopback would make the control-plane host a node of its own cluster.
+  RegistryOptions strict;
+  strict.dir = dir_ + "/data/strict";
+  MachineRegistry registry(*store_, clock_, ids_, model::InstanceCatalog::Embedded(), strict);
+  for (const char* address : {"127.0.0.1", "127.1", "localhost", "0.0.0.0", "255.255.255.255",
+                              "224.0.0.1", "169.254.169.254"}) {
+    auto req = Request();
+    req.address = address;
+    auto r = registry.registerMachine(req);
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << address << r.status();
+    EXPECT_NE(std::string(r.status().message()).find("an address of its own"), std::string::npos)
+        << r.status();
+  }
+  EXPECT_TRUE(registry.list()->empty());
+  EXPECT_FALSE(fs::exists(dir_ + "/data/strict"));
 }
 
 TEST_P(RegistryTest, TwiceIsAConflict) {

@@ -35,6 +35,12 @@ TEST(KnownHostsLineTest, OtherPortIsBracketed) {
 }
 
 TEST(KnownHostsLineTest, BadKeysAndAddressesRefused) {
+  {
+    // A newline inside the key would write two known_hosts lines.
+    std::string split(kKey);
+    split.insert(split.find(' ') + 20, "\n");
+    EXPECT_FALSE(KnownHostsLine("10.250.1.5", 22, split).ok());
+  }
   struct Case {
     std::string_view address, key;
   } cases[] = {
