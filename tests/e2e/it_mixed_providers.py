@@ -11,6 +11,7 @@ import subprocess
 import unittest
 
 import ssh_machines
+from it_ssh_provider import MachineClusterCase
 from harness import (BINARY, Server, aws_env, cluster_spec, main, mirror_addresses,
                      wait_until)
 
@@ -29,7 +30,9 @@ class Flags(unittest.TestCase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root (the ssh test machines, local nodes)")
-class MixedProviders(unittest.TestCase):
+class MixedProviders(MachineClusterCase):
+    cluster = CLUSTER
+
     @classmethod
     def setUpClass(cls):
         cls.fleet = ssh_machines.Fleet(1, layer="site").start()
@@ -48,38 +51,6 @@ class MixedProviders(unittest.TestCase):
             cls.server.cleanup()
             raise
         cls.env = aws_env(cls.server.endpoint)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.aws("sagemaker", "delete-cluster", "--cluster-name", CLUSTER, check=False)
-        finally:
-            cls.server.cleanup()
-            cls.fleet.close()
-
-    @classmethod
-    def aws(cls, *args, check=True):
-        r = subprocess.run(["aws", *args, "--output", "json"], env=cls.env, capture_output=True,
-                           text=True, timeout=120)
-        if check and r.returncode != 0:
-            raise AssertionError(f"aws {' '.join(args)}: {r.stdout}{r.stderr}")
-        return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
-
-    @classmethod
-    def hf(cls, *args):
-        r = subprocess.run([BINARY, *args, "--endpoint-url", cls.server.endpoint], env=cls.env,
-                           capture_output=True, text=True, timeout=180)
-        if r.returncode != 0:
-            raise AssertionError(f"hyperfleet {' '.join(args)}: {r.stdout}{r.stderr}")
-        return r.stdout
-
-    def machine(self):
-        data = json.loads(self.hf("machines", "list", "--output", "json"))
-        return (data["Machines"] if isinstance(data, dict) else data)[0]
-
-    def nodes(self):
-        r = self.aws("sagemaker", "list-cluster-nodes", "--cluster-name", CLUSTER, check=False)
-        return r["ClusterNodeSummaries"] if r else []
 
     def routes(self):
         path = os.path.join(self.server.data_dir, "provider-routes.json")

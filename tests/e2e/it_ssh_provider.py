@@ -31,31 +31,16 @@ class Flags(unittest.TestCase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root (the ssh test machines)")
-class SshProvider(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.fleet = ssh_machines.Fleet(1, layer="site").start()
-        cls.m = cls.fleet.machines[0]
-        cls.before = cls.m.ssh("hostname; cat /etc/hosts; cat /etc/munge/munge.key | sha256sum",
-                               check=True).stdout
-        cls.server = Server(provider="ssh", extra_args=[
-            "--agent-listen", f"{cls.fleet.host_address}:0", "--heartbeat-interval", "1"])
-        lcs = os.path.join(cls.server.data_dir, "s3", "lc-bucket", "scripts")
-        os.makedirs(lcs)
-        with open(os.path.join(lcs, "on_create.sh"), "w") as f:
-            f.write("#!/bin/bash\nset -e\necho on_create ran > /var/tmp/on_create.txt\n")
-        try:
-            cls.server.start()
-        except BaseException:
-            cls.fleet.close()
-            cls.server.cleanup()
-            raise
-        cls.env = aws_env(cls.server.endpoint)
+class MachineClusterCase(unittest.TestCase):
+    """What the tests of a cluster on ssh test machines share: the aws CLI and `hyperfleet`
+    against the class's server (cls.server, cls.env, cls.fleet), and its cluster
+    (cls.cluster), deleted with the server and fleet at the end."""
+    cluster = ""
 
     @classmethod
     def tearDownClass(cls):
         try:
-            cls.aws("sagemaker", "delete-cluster", "--cluster-name", "ssh-it", check=False)
+            cls.aws("sagemaker", "delete-cluster", "--cluster-name", cls.cluster, check=False)
         finally:
             cls.server.cleanup()
             cls.fleet.close()
@@ -81,8 +66,32 @@ class SshProvider(unittest.TestCase):
         return (data["Machines"] if isinstance(data, dict) else data)[0]
 
     def nodes(self):
-        r = self.aws("sagemaker", "list-cluster-nodes", "--cluster-name", "ssh-it", check=False)
+        r = self.aws("sagemaker", "list-cluster-nodes", "--cluster-name", self.cluster, check=False)
         return r["ClusterNodeSummaries"] if r else []
+
+
+class SshProvider(MachineClusterCase):
+    cluster = "ssh-it"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fleet = ssh_machines.Fleet(1, layer="site").start()
+        cls.m = cls.fleet.machines[0]
+        cls.before = cls.m.ssh("hostname; cat /etc/hosts; cat /etc/munge/munge.key | sha256sum",
+                               check=True).stdout
+        cls.server = Server(provider="ssh", extra_args=[
+            "--agent-listen", f"{cls.fleet.host_address}:0", "--heartbeat-interval", "1"])
+        lcs = os.path.join(cls.server.data_dir, "s3", "lc-bucket", "scripts")
+        os.makedirs(lcs)
+        with open(os.path.join(lcs, "on_create.sh"), "w") as f:
+            f.write("#!/bin/bash\nset -e\necho on_create ran > /var/tmp/on_create.txt\n")
+        try:
+            cls.server.start()
+        except BaseException:
+            cls.fleet.close()
+            cls.server.cleanup()
+            raise
+        cls.env = aws_env(cls.server.endpoint)
 
     def on(self, command):
         return self.m.ssh(command, check=True).stdout
