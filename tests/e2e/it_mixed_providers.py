@@ -10,10 +10,8 @@ import os
 import subprocess
 import unittest
 
-import ssh_machines
 from it_ssh_provider import MachineClusterCase
-from harness import (BINARY, Server, aws_env, cluster_spec, main, mirror_addresses,
-                     wait_until)
+from harness import BINARY, cluster_spec, main, mirror_addresses, wait_until
 
 SSH_TYPE = "ml.c5.large"
 LOCAL_TYPE = "ml.c5.xlarge"
@@ -35,22 +33,9 @@ class MixedProviders(MachineClusterCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.fleet = ssh_machines.Fleet(1, layer="site").start()
-        cls.m = cls.fleet.machines[0]
-        cls.server = Server(provider="local,ssh", extra_args=[
-            "--agent-listen", f"{cls.fleet.host_address}:0", "--heartbeat-interval", "1",
-            "--node-egress-allow", ",".join(mirror_addresses())])
-        lcs = os.path.join(cls.server.data_dir, "s3", "hyperfleet-lc", "scripts")
-        os.makedirs(lcs)
-        with open(os.path.join(lcs, "on_create.sh"), "w") as f:
-            f.write("#!/bin/bash\nset -e\necho on_create ran > /var/tmp/on_create.txt\n")
-        try:
-            cls.server.start()
-        except BaseException:
-            cls.fleet.close()
-            cls.server.cleanup()
-            raise
-        cls.env = aws_env(cls.server.endpoint)
+        cls.start_one_machine_and_server(
+            "local,ssh", "hyperfleet-lc",
+            ["--node-egress-allow", ",".join(mirror_addresses())])
 
     def routes(self):
         path = os.path.join(self.server.data_dir, "provider-routes.json")

@@ -38,6 +38,28 @@ class MachineClusterCase(unittest.TestCase):
     cluster = ""
 
     @classmethod
+    def start_one_machine_and_server(cls, provider, bucket, extra_args=()):
+        """Boots one `site` test machine (cls.fleet, cls.m) and a server of `provider` with its
+        agent endpoint on the fleet's bridge (cls.server, cls.env); s3://<bucket>/scripts/
+        holds an on_create.sh that writes /var/tmp/on_create.txt."""
+        cls.fleet = ssh_machines.Fleet(1, layer="site").start()
+        cls.m = cls.fleet.machines[0]
+        cls.server = Server(provider=provider, extra_args=[
+            "--agent-listen", f"{cls.fleet.host_address}:0", "--heartbeat-interval", "1",
+            *extra_args])
+        lcs = os.path.join(cls.server.data_dir, "s3", bucket, "scripts")
+        os.makedirs(lcs)
+        with open(os.path.join(lcs, "on_create.sh"), "w") as f:
+            f.write("#!/bin/bash\nset -e\necho on_create ran > /var/tmp/on_create.txt\n")
+        try:
+            cls.server.start()
+        except BaseException:
+            cls.fleet.close()
+            cls.server.cleanup()
+            raise
+        cls.env = aws_env(cls.server.endpoint)
+
+    @classmethod
     def tearDownClass(cls):
         try:
             cls.aws("sagemaker", "delete-cluster", "--cluster-name", cls.cluster, check=False)
@@ -75,23 +97,10 @@ class SshProvider(MachineClusterCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.fleet = ssh_machines.Fleet(1, layer="site").start()
-        cls.m = cls.fleet.machines[0]
+        cls.start_one_machine_and_server("ssh", "lc-bucket")
+        # Nothing is provisioned before a cluster is created: this is the machine as it was.
         cls.before = cls.m.ssh("hostname; cat /etc/hosts; cat /etc/munge/munge.key | sha256sum",
                                check=True).stdout
-        cls.server = Server(provider="ssh", extra_args=[
-            "--agent-listen", f"{cls.fleet.host_address}:0", "--heartbeat-interval", "1"])
-        lcs = os.path.join(cls.server.data_dir, "s3", "lc-bucket", "scripts")
-        os.makedirs(lcs)
-        with open(os.path.join(lcs, "on_create.sh"), "w") as f:
-            f.write("#!/bin/bash\nset -e\necho on_create ran > /var/tmp/on_create.txt\n")
-        try:
-            cls.server.start()
-        except BaseException:
-            cls.fleet.close()
-            cls.server.cleanup()
-            raise
-        cls.env = aws_env(cls.server.endpoint)
 
     def on(self, command):
         return self.m.ssh(command, check=True).stdout
