@@ -162,12 +162,7 @@ Status FakeProvider::loadFrom(const nlohmann::json& j) {
   next_ip_ = j.value("next_ip", 0u);
   for (const auto& r : j.value("instances", json::array())) {
     Record rec;
-    rec.spec.instance_id = r.value("instance_id", "");
-    rec.spec.cluster_id = r.value("cluster_id", "");
-    rec.spec.cluster_name = r.value("cluster_name", "");
-    rec.spec.group = r.value("group", "");
-    rec.spec.instance_type = r.value("instance_type", "");
-    rec.spec.lifecycle = r.value("lifecycle", json());
+    rec.spec = ReadInstanceSpec(r);
     rec.launched = FromEpochSeconds(r.value("launched", 0.0));
     if (r.contains("terminated")) rec.terminated = FromEpochSeconds(r["terminated"].get<double>());
     rec.failure = r.value("failure", "");
@@ -182,15 +177,10 @@ Status FakeProvider::saveLocked() {
   if (options_.state_file.empty()) return absl::OkStatus();
   json instances = json::array();
   for (const auto& [id, r] : records_) {
-    json o = {{"instance_id", id},
-              {"cluster_id", r.spec.cluster_id},
-              {"cluster_name", r.spec.cluster_name},
-              {"group", r.spec.group},
-              {"instance_type", r.spec.instance_type},
-              {"lifecycle", r.spec.lifecycle},
-              {"launched", ToEpochSeconds(r.launched)},
+    json o = {{"launched", ToEpochSeconds(r.launched)},
               {"failure", r.failure},
               {"private_ip", r.private_ip}};
+    WriteInstanceSpec(r.spec, o);
     if (r.terminated) o["terminated"] = ToEpochSeconds(*r.terminated);
     instances.push_back(std::move(o));
   }

@@ -34,6 +34,13 @@ struct InstanceSpec {
   std::string hostname;
 };
 
+/// Writes `spec` into a provider's record `into` (members instance_id, cluster_id,
+/// cluster_name, group, instance_type, lifecycle, secondary_ebs_volume, requested_hostname;
+/// the requested address is not kept), for the records providers re-adopt after a restart.
+void WriteInstanceSpec(const InstanceSpec& spec, nlohmann::json& into);
+/// The spec WriteInstanceSpec wrote; a member missing or of another type reads as empty.
+InstanceSpec ReadInstanceSpec(const nlohmann::json& from);
+
 /// Whether an instance group's InstanceStorageConfigs (null, or the list the API accepted)
 /// holds an EbsVolumeConfig that is not the root volume's (RootVolume true resizes the root
 /// volume instead). Pure.

@@ -185,13 +185,7 @@ void LocalProvider::Impl::adopt() {
     const auto j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object()) continue;
     auto rec = std::make_shared<NodeRec>();
-    rec->spec.instance_id = j.value("instance_id", "");
-    rec->spec.cluster_id = j.value("cluster_id", "");
-    rec->spec.cluster_name = j.value("cluster_name", "");
-    rec->spec.group = j.value("group", "");
-    rec->spec.instance_type = j.value("instance_type", "");
-    if (j.contains("lifecycle")) rec->spec.lifecycle = j["lifecycle"];
-    rec->spec.secondary_ebs_volume = j.value("secondary_ebs_volume", false);
+    rec->spec = ReadInstanceSpec(j);
     rec->ip = j.value("private_ip", "");
     rec->hostname = j.value("hostname", "");
     if (rec->spec.instance_id != entry.path().filename().string()) continue;

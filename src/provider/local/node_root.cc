@@ -56,13 +56,6 @@ Status LocalProvider::Impl::writeNodeJson(const NodeRec& rec, bool terminating) 
     if (auto c = options_.instance_caps(rec.spec.instance_type)) caps = *c;
   }
   nlohmann::json j = {
-      {"instance_id", rec.spec.instance_id},
-      {"cluster_id", rec.spec.cluster_id},
-      {"cluster_name", rec.spec.cluster_name},
-      {"group", rec.spec.group},
-      {"instance_type", rec.spec.instance_type},
-      {"lifecycle", rec.spec.lifecycle},
-      {"secondary_ebs_volume", rec.spec.secondary_ebs_volume},
       {"binds", local::BindsToJson(nodeBinds(rec))},
       {"private_ip", rec.ip},
       {"hostname", rec.hostname},
@@ -77,6 +70,7 @@ Status LocalProvider::Impl::writeNodeJson(const NodeRec& rec, bool terminating) 
       {"memory_gib", caps.memory_gib},
       {"stop_timeout_seconds", options_.stop_timeout_seconds},
       {"terminating", terminating}};
+  WriteInstanceSpec(rec.spec, j);
   return WriteFileAtomically(dir + "/node.json", j.dump(2) + "\n");
 }
 

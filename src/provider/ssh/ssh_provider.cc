@@ -106,14 +106,7 @@ void SshProvider::Impl::waitIdle() {
 }
 
 Status SshProvider::Impl::persist(const NodeRec& rec) {
-  nlohmann::json j = {{"instance_id", rec.spec.instance_id},
-                      {"cluster_id", rec.spec.cluster_id},
-                      {"cluster_name", rec.spec.cluster_name},
-                      {"group", rec.spec.group},
-                      {"instance_type", rec.spec.instance_type},
-                      {"requested_hostname", rec.spec.hostname},
-                      {"lifecycle", rec.spec.lifecycle},
-                      {"phase", PhaseName(rec.phase)},
+  nlohmann::json j = {{"phase", PhaseName(rec.phase)},
                       {"machine_id", rec.machine_id},
                       {"private_ip", rec.ip},
                       {"hostname", rec.hostname},
@@ -121,6 +114,7 @@ Status SshProvider::Impl::persist(const NodeRec& rec) {
                       {"boot_id", rec.boot_id},
                       {"boot_time", Seconds(rec.boot_time)},
                       {"from_spare", rec.from_spare}};
+  WriteInstanceSpec(rec.spec, j);
   return WriteFileAtomically(nodeFile(rec.spec.instance_id), j.dump(2) + "\n", 0600);
 }
 
@@ -214,13 +208,7 @@ void SshProvider::Impl::adopt() {
     const auto j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object()) continue;
     auto rec = std::make_shared<NodeRec>();
-    rec->spec.instance_id = j.value("instance_id", "");
-    rec->spec.cluster_id = j.value("cluster_id", "");
-    rec->spec.cluster_name = j.value("cluster_name", "");
-    rec->spec.group = j.value("group", "");
-    rec->spec.instance_type = j.value("instance_type", "");
-    rec->spec.hostname = j.value("requested_hostname", "");
-    if (j.contains("lifecycle")) rec->spec.lifecycle = j["lifecycle"];
+    rec->spec = ReadInstanceSpec(j);
     rec->phase = ParsePhase(j.value("phase", ""));
     rec->machine_id = j.value("machine_id", "");
     rec->ip = j.value("private_ip", "");
