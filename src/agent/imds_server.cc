@@ -30,7 +30,10 @@ Status IpAddrOnLo(const char* verb, const std::string& cidr) {
   auto r = RunCapture({"ip", "addr", verb, cidr, "dev", "lo"});
   if (!r.ok()) return r.status();
   if (!r->ok()) {
-    return absl::InternalError("ip addr " + std::string(verb) + " " + cidr + " dev lo: " + r->out);
+    return absl::InternalError("ip addr " + std::string(verb) + " " + cidr + " dev lo: " +
+                               (r->exit.signal ? "killed by " + SignalName(r->exit.signal)
+                                               : "exit " + std::to_string(r->exit.exit_code)) +
+                               ": " + r->out + r->err);
   }
   return absl::OkStatus();
 }

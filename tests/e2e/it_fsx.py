@@ -118,7 +118,8 @@ class FsxAndImdsOnMachines(unittest.TestCase):
             f"HF_IMDS_LOCAL_IPV4={m.address}", "HF_IMDS_HOSTNAME=ip-" + m.address.replace(".", "-"),
             "HF_IMDS_REGION=us-west-2", ""])
         r = m.ssh("mkdir -p /etc/hyperfleet && cat > /etc/hyperfleet/agent.env && "
-                  "systemd-run --unit=hf-imds-test /usr/local/bin/hyperfleet-node agent",
+                  "systemd-run --unit=hf-imds-test -p KillMode=mixed "
+                  "/usr/local/bin/hyperfleet-node agent",
                   input=env, check=False)
         self.assertEqual(r.returncode, 0, r.stderr)
         script = ("for i in $(seq 100); do curl -s -o /dev/null http://169.254.169.254/ && break; "
