@@ -264,9 +264,9 @@ def package_of(path, root="/"):
 
 
 def setup_packages(repo):
-    """Every package name that scripts/setup and scripts/quickstart install."""
+    """Every package name that scripts/setup, scripts/quickstart and scripts/kubernetes install."""
     names = set()
-    for script in ("scripts/setup", "scripts/quickstart"):
+    for script in ("scripts/setup", "scripts/quickstart", "scripts/kubernetes"):
         if not (repo / script).is_file():
             continue
         text = (repo / script).read_text()
