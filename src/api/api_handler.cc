@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/api/errors.h"
+#include "hyperfleet/api/rest_json.h"
 #include "hyperfleet/common/strings.h"
 
 namespace hf::api {
@@ -22,34 +23,6 @@ constexpr std::string_view kContentType = "application/x-amz-json-1.1";
 std::string MediaType(std::string_view value) {
   std::string v(value.substr(0, value.find(';')));
   return absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
-}
-
-/// Deepest nesting of arrays and objects in a JSON text (strings skipped). The model's
-/// shapes nest a few levels; a much deeper document is hostile and is refused before it is
-/// parsed, so no later copy of it can recurse deeply.
-int NestingDepth(std::string_view text) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char ch : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
 }
 
 constexpr int kMaxNestingDepth = 64;
@@ -68,7 +41,7 @@ StatusOr<nlohmann::json> DecodeBody(const http::HttpRequest& req, std::string_vi
             "': ", std::string(wanted))),
         "UnknownOperationException");
   }
-  if (NestingDepth(req.body) > kMaxNestingDepth) {
+  if (JsonNestingDepth(req.body) > kMaxNestingDepth) {
     return WithAwsErrorType(
         absl::InvalidArgumentError(absl::StrCat("The request body nests deeper than ",
                                                 kMaxNestingDepth, " levels.")),
@@ -98,8 +71,16 @@ void ApiHandler::addService(JsonService& service) {
   policy_.services.emplace_back(service.signingName());
 }
 
+JsonService* ApiHandler::restServiceFor(std::string_view signing_name) const {
+  for (JsonService* s : services_) {
+    if (s->restJson() && s->signingName() == signing_name) return s;
+  }
+  return nullptr;
+}
+
 JsonService* ApiHandler::serviceFor(std::string_view target) const {
   for (JsonService* s : services_) {
+    if (s->restJson()) continue;
     const std::string_view prefix = s->targetPrefix();
     if (target.size() > prefix.size() && target.starts_with(prefix) &&
         target[prefix.size()] == '.') {
@@ -111,7 +92,7 @@ JsonService* ApiHandler::serviceFor(std::string_view target) const {
 
 JsonService* ApiHandler::implementerOf(std::string_view prefix, std::string_view op) const {
   for (JsonService* s : services_) {
-    if (s->targetPrefix() == prefix && s->implements(op)) return s;
+    if (!s->restJson() && s->targetPrefix() == prefix && s->implements(op)) return s;
   }
   return nullptr;
 }
@@ -163,8 +144,56 @@ StatusOr<nlohmann::json> ApiHandler::dispatch(const http::HttpRequest& req) {
   return parsed;
 }
 
+http::HttpResponse ApiHandler::handleRest(const http::HttpRequest& req, JsonService& service,
+                                          const std::string& request_id) {
+  const model::ServiceModel& model = service.model();
+  StatusOr<RestReply> result = [&]() -> StatusOr<RestReply> {
+    auto identity = auth::VerifySigV4(req, secrets_, policy_, clock_.now());
+    if (!identity.ok()) return identity.status();
+    if (identity->service != service.signingName()) {  // routing read the scope unverified
+      return WithAwsErrorType(absl::UnauthenticatedError("Credential should be scoped to "
+                                                         "correct service."),
+                              "InvalidSignatureException");
+    }
+    HF_ASSIGN_OR_RETURN(RestRoute route, MatchRestRoute(model, req.method, req.path()));
+    const std::string_view invalid = service.validationErrorType();
+    HF_ASSIGN_OR_RETURN(nlohmann::json input, BindRestInput(model, route, req, invalid));
+    if (Status valid = model.validateInput(route.operation, input); !valid.ok()) {
+      if (AwsErrorTypeOf(valid)) return valid;
+      return WithAwsErrorType(std::move(valid), invalid);
+    }
+    input = model.pruneInput(route.operation, std::move(input));
+    if (!service.implements(route.operation)) {
+      return absl::UnimplementedError(absl::StrCat("Hyperfleet does not implement ",
+                                                   route.operation, " yet."));
+    }
+    HF_ASSIGN_OR_RETURN(nlohmann::json out,
+                        service.callAs(route.operation, input, identity->access_key_id));
+    return ShapeRestOutput(model, route.operation,
+                           model.pruneOutput(route.operation, std::move(out)));
+  }();
+  if (!result.ok()) {
+    if (HttpStatusFor(result.status()) >= 500) {
+      spdlog::error("request {} failed: {}", request_id, result.status().ToString());
+    }
+    return RestErrorResponse(model, result.status(), request_id);
+  }
+  http::HttpResponse r;
+  r.status = result->status;
+  r.headers = std::move(result->headers);
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.headers.emplace_back("x-amzn-RequestId", request_id);
+  r.body = result->body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
 http::HttpResponse ApiHandler::handle(http::HttpRequest&& req) {
   const std::string request_id = ids_.uuid();
+  if (!req.header("X-Amz-Target")) {
+    if (JsonService* rest = restServiceFor(CredentialScopeService(req))) {
+      return handleRest(req, *rest, request_id);
+    }
+  }
   StatusOr<Reply> result = [&]() -> StatusOr<Reply> {
     if (req.method != "POST") {
       return WithAwsErrorType(

@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <map>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -20,6 +21,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "hyperfleet/common/strings.h"
 #include "hyperfleet/common/uri.h"
 
@@ -510,6 +512,81 @@ StatusOr<VerifiedIdentity> VerifySigV4(const HttpRequest& request, const SecretL
   if (provided.size() != expected.size() ||
       CRYPTO_memcmp(provided.data(), expected.data(), expected.size()) != 0) {
     return SignatureMismatch();
+  }
+  return VerifiedIdentity{std::string(scope.key_id), std::string(scope.region),
+                          std::string(scope.service)};
+}
+
+StatusOr<VerifiedIdentity> VerifyPresignedUrl(std::string_view url, const http::Headers& headers,
+                                              const SecretLookup& secrets,
+                                              const PresignedPolicy& policy, SystemTime now) {
+  auto refuse = [](std::string why) { return absl::UnauthenticatedError(why); };
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return refuse("the token's URL has no scheme");
+  std::string_view rest = url.substr(scheme + 3);
+  const size_t path_at = rest.find_first_of("/?");
+  const std::string_view host = rest.substr(0, path_at);
+  if (host.empty()) return refuse("the token's URL has no host");
+  HttpRequest req;
+  req.method = "GET";
+  req.target = path_at == std::string_view::npos ? "/" : std::string(rest.substr(path_at));
+  if (req.target.starts_with('?')) req.target.insert(0, "/");
+  // The query without the signature is what was signed.
+  std::map<std::string, std::string, std::less<>> params;
+  std::string signed_query;
+  for (absl::string_view split : absl::StrSplit(AbslView(req.query()), '&')) {
+    const std::string_view pair(split.data(), split.size());
+    const std::vector<QueryParam> one = ParseQueryLenient(pair);
+    if (one.empty()) continue;
+    const QueryParam& p = one.front();
+    params[p.name] = p.value;
+    if (p.name == "X-Amz-Signature") continue;
+    if (!signed_query.empty()) signed_query.push_back('&');
+    signed_query.append(pair);
+  }
+  for (const char* name : {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date",
+                           "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature"}) {
+    if (!params.contains(name)) return refuse(std::string("the token's URL has no ") + name);
+  }
+  if (params["X-Amz-Algorithm"] != kAlgorithm) return refuse("the token's algorithm is not "
+                                                             "AWS4-HMAC-SHA256");
+  auto parsed_scope = ParseCredential(params["X-Amz-Credential"]);
+  if (!parsed_scope.ok()) return refuse("the token's X-Amz-Credential is not valid");
+  const Scope& scope = *parsed_scope;
+  if (scope.terminator != kTerminator || scope.region != policy.region ||
+      scope.service != policy.service) {
+    return refuse("the token is not scoped to " + policy.service + " in " + policy.region);
+  }
+  const std::optional<Seconds> signed_at = ParseAmzDate(params["X-Amz-Date"]);
+  if (!signed_at || scope.date != std::string_view(params["X-Amz-Date"]).substr(0, 8)) {
+    return refuse("the token's X-Amz-Date is not valid");
+  }
+  int expires = 0;
+  if (!ParseDigits(params["X-Amz-Expires"], &expires) || expires <= 0 ||
+      expires > policy.max_expires.count()) {
+    return refuse("the token's X-Amz-Expires must be 1 to " +
+                  std::to_string(policy.max_expires.count()) + " seconds");
+  }
+  const Seconds now_s = std::chrono::floor<std::chrono::seconds>(now);
+  if (*signed_at < now_s - policy.max_age) return refuse("the token has expired");
+  if (*signed_at > now_s + policy.max_skew) return refuse("the token is not yet valid");
+  std::optional<std::string> secret;
+  if (secrets && !scope.key_id.empty()) secret = secrets(scope.key_id);
+  if (!secret) return refuse("the token's access key is not known");
+
+  req.target = req.target.substr(0, req.target.find('?')) + "?" + signed_query;
+  req.headers = headers;
+  req.headers.emplace_back("host", std::string(host));
+  const std::string& signed_line = params["X-Amz-SignedHeaders"];
+  std::vector<std::string_view> names = SplitSignedHeaders(signed_line);
+  std::string canonical = CanonicalRequest(req, names, signed_line, Sha256Hex(""));
+  std::string expected = ComputeSignature(*secret, scope.date, scope.region, scope.service,
+                                          StringToSign(params["X-Amz-Date"], scope.scope,
+                                                       canonical));
+  std::string provided = ToLower(params["X-Amz-Signature"]);
+  if (provided.size() != expected.size() ||
+      CRYPTO_memcmp(provided.data(), expected.data(), expected.size()) != 0) {
+    return refuse("the token's signature does not match");
   }
   return VerifiedIdentity{std::string(scope.key_id), std::string(scope.region),
                           std::string(scope.service)};

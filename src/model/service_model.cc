@@ -545,6 +545,11 @@ class ModelImpl final : public ServiceModel {
     return names;  // std::map keeps them sorted
   }
 
+  const json* operation(std::string_view name) const override {
+    auto it = raw_operations_.find(name);
+    return it == raw_operations_.end() ? nullptr : it->second;
+  }
+
   const json* shape(std::string_view name) const override {
     auto it = shapes_.find(name);
     return it == shapes_.end() ? nullptr : it->second.raw;
@@ -609,6 +614,7 @@ class ModelImpl final : public ServiceModel {
   std::map<std::string, Shape, std::less<>> shapes_;  // node-based: Shape addresses are stable
   std::map<std::string, const Shape*, std::less<>> operations_;         // name -> input (or null)
   std::map<std::string, const Shape*, std::less<>> outputs_;            // name -> output (or null)
+  std::map<std::string, const json*, std::less<>> raw_operations_;      // name -> its JSON
   std::map<std::string, std::unique_ptr<Regex>, std::less<>> regexes_;  // one per pattern
 };
 
@@ -773,6 +779,7 @@ Status ModelImpl::Index() {
     }
     operations_[it.key()] = input;
     outputs_[it.key()] = output;
+    raw_operations_[it.key()] = &it.value();
   }
   return Status();
 }
@@ -794,17 +801,30 @@ StatusOr<std::shared_ptr<const ServiceModel>> ServiceModel::FromJson(
   return ModelImpl::Build(std::move(doc));
 }
 
+namespace {
+
+std::shared_ptr<const ServiceModel> ParseEmbedded(std::string_view text) {
+  auto parsed = ServiceModel::FromJson(text);
+  if (!parsed.ok()) {
+    // The embedded model is fixed at build time and covered by tests; this is a build bug.
+    std::fprintf(stderr, "embedded service model is invalid: %s\n",
+                 std::string(parsed.status().message()).c_str());
+    std::abort();
+  }
+  return *std::move(parsed);
+}
+
+}  // namespace
+
 std::shared_ptr<const ServiceModel> ServiceModel::Embedded() {
-  static const std::shared_ptr<const ServiceModel> model = [] {
-    auto parsed = FromJson(hf::data::kSageMakerServiceModel);
-    if (!parsed.ok()) {
-      // The embedded model is fixed at build time and covered by tests; this is a build bug.
-      std::fprintf(stderr, "embedded service model is invalid: %s\n",
-                   std::string(parsed.status().message()).c_str());
-      std::abort();
-    }
-    return *std::move(parsed);
-  }();
+  static const std::shared_ptr<const ServiceModel> model =
+      ParseEmbedded(hf::data::kSageMakerServiceModel);
+  return model;
+}
+
+std::shared_ptr<const ServiceModel> ServiceModel::EmbeddedEks() {
+  static const std::shared_ptr<const ServiceModel> model =
+      ParseEmbedded(hf::data::kEksServiceModel);
   return model;
 }
 

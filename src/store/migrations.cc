@@ -137,6 +137,24 @@ CREATE TABLE IF NOT EXISTS spare_targets (
   count INTEGER NOT NULL
 );
 )sql",
+      // 5: EKS clusters and their access entries (issue 17). An access entry's key is
+      // "<cluster>/<principal ARN>" (a cluster name has no '/'); it goes with its cluster.
+      R"sql(
+CREATE TABLE IF NOT EXISTS eks_clusters (
+  name TEXT PRIMARY KEY,
+  arn TEXT NOT NULL UNIQUE,
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS eks_access_entries (
+  key TEXT PRIMARY KEY,
+  cluster TEXT NOT NULL,
+  arn TEXT NOT NULL UNIQUE,
+  revision INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS eks_access_entries_by_cluster ON eks_access_entries (cluster, key);
+)sql",
   };
   return kMigrations;
 }

@@ -5,7 +5,7 @@
 namespace hf::store {
 
 /// The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 /// Brings the database to kSchemaVersion, one migration per version, each in its own
 /// transaction. Errors: FailedPrecondition when the file is newer than this binary;

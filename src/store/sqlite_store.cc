@@ -94,6 +94,14 @@ StatusOr<int64_t> SqliteStore::apply(sqlite::Database& db, const WriteBatch& b) 
   }
   for (const auto& w : b.machines) HF_RETURN_IF_ERROR(WriteMachine(db, w, rev));
   for (const auto& w : b.spare_targets) HF_RETURN_IF_ERROR(WriteSpareTarget(db, w));
+  // EKS cluster erases last, as cluster erases: they take the cluster's access entries.
+  for (const auto& w : b.eks_clusters) {
+    if (!w.erase) HF_RETURN_IF_ERROR(WriteEksCluster(db, w, rev));
+  }
+  for (const auto& w : b.eks_access_entries) HF_RETURN_IF_ERROR(WriteEksAccessEntry(db, w, rev));
+  for (const auto& w : b.eks_clusters) {
+    if (w.erase) HF_RETURN_IF_ERROR(WriteEksCluster(db, w, rev));
+  }
   for (const auto& e : b.events) HF_RETURN_IF_ERROR(AppendEvent(db, e));
   for (const auto& t : b.tags) HF_RETURN_IF_ERROR(WriteTags(db, t));
   for (const auto& w : b.clusters) {

@@ -8,6 +8,7 @@
 //   events_tags.cc          events and tags: reads and writes
 //   scheduler_resources.cc  task-governance objects and their versions
 //   machines.cc             registered machines and hot-spare targets
+//   eks.cc                  EKS clusters and their access entries
 //   keyset.{h,cc}           NextTokens and keyset pagination
 //   statements.{h,cc}       reading rows, running writes, the compare-and-swap check
 //   migrations.cc           the schema
@@ -61,6 +62,12 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<MachineRecord>> machines() override;
   StatusOr<MachineRecord> machine(const std::string& id) override;
   StatusOr<std::map<std::string, int, std::less<>>> spareTargets() override;
+  StatusOr<EksCluster> eksCluster(const std::string& name_or_arn) override;
+  StatusOr<std::vector<EksCluster>> eksClusters() override;
+  StatusOr<EksAccessEntry> eksAccessEntry(const std::string& cluster,
+                                          const std::string& principal_arn) override;
+  StatusOr<EksAccessEntry> eksAccessEntryByArn(const std::string& arn) override;
+  StatusOr<std::vector<EksAccessEntry>> eksAccessEntries(const std::string& cluster) override;
 
  private:
   /// Runs `fn(db)` with a read connection from the pool (the writer for in-memory stores).
@@ -127,5 +134,11 @@ Status WriteSchedulerResource(sqlite::Database& db, const SchedulerResourceWrite
 Status WriteMachine(sqlite::Database& db, const MachineWrite& w, int64_t rev);
 /// Sets or removes (count 0) one hot-spare target (machines.cc).
 Status WriteSpareTarget(sqlite::Database& db, const SpareTargetWrite& w);
+/// Inserts, updates or deletes (with its access entries) EKS cluster `w` (eks.cc). Errors:
+/// FailedPrecondition (compare-and-swap), AlreadyExists for a taken ARN.
+Status WriteEksCluster(sqlite::Database& db, const EksClusterWrite& w, int64_t rev);
+/// Inserts, updates or deletes access entry `w` (eks.cc). Errors: FailedPrecondition
+/// (compare-and-swap, its cluster gone).
+Status WriteEksAccessEntry(sqlite::Database& db, const EksAccessEntryWrite& w, int64_t rev);
 
 }  // namespace hf::store

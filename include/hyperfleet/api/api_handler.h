@@ -1,7 +1,9 @@
 #pragma once
-// The AWS JSON 1.1 front door: every request passes, in order, the method check, SigV4
-// authentication, the X-Amz-Target and Content-Type checks, JSON decoding, validation against
-// the service model, and then the operation. A request rejected at any step changes nothing.
+// The API's front door. A request without X-Amz-Target whose signature is scoped to a
+// REST-JSON service (EKS) goes that service's way (handleRest). Every AWS JSON 1.1 request
+// passes, in order, the method check, SigV4 authentication, the X-Amz-Target and
+// Content-Type checks, JSON decoding, validation against the service model, and then the
+// operation. A request rejected at any step changes nothing.
 // Every response is pruned to the operation's output shape in the model, here and only here,
 // so no operation can return a member the model does not define; the one exception, a reply a
 // service serializes itself (JsonService::callSerialized), is tested against the pruned tree.
@@ -56,6 +58,12 @@ class ApiHandler {
   /// dispatch()'s steps, without parsing a serialized reply back.
   StatusOr<Reply> reply(const http::HttpRequest& request);
 
+  /// The first added REST-JSON service signed as `signing_name`, or null.
+  JsonService* restServiceFor(std::string_view signing_name) const;
+  /// handle() for a request of REST-JSON service `service`: SigV4, route, binding,
+  /// validation, operation, output pruning; errors as api/rest_json.h's RestErrorResponse.
+  http::HttpResponse handleRest(const http::HttpRequest& request, JsonService& service,
+                                const std::string& request_id);
   /// The first added service whose prefix `target` has (it speaks for the prefix), or null.
   JsonService* serviceFor(std::string_view target) const;
   /// The first added service of `prefix` that implements `op`, or null.

@@ -1,7 +1,7 @@
 #pragma once
-// The one interface of what api::ApiHandler serves: an AWS JSON 1.1 service, or some of the
-// operations of one (SageMaker's are spread over several OperationSets). Header-only, so that
-// a service (hf_logs, hf_jobsapi) implements it without linking hf_api.
+// The one interface of what api::ApiHandler serves: an AWS JSON 1.1 or REST-JSON service,
+// or some of the operations of one (SageMaker's are spread over several OperationSets).
+// Header-only, so that a service (hf_logs, hf_jobsapi) implements it without linking hf_api.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +43,17 @@ class JsonService {
   virtual bool implements(std::string_view op) const { return model().hasOperation(op); }
   /// Runs operation `op` (one it implements) on a validated, pruned input. Thread-safe.
   virtual StatusOr<nlohmann::json> call(std::string_view op, const nlohmann::json& input) = 0;
+  /// Runs `op` as call() does, for the caller whose verified SigV4 access key id is
+  /// `access_key_id` (operations that record who asked, e.g. EKS's CreateCluster make the
+  /// caller an admin). By default call(). Thread-safe.
+  virtual StatusOr<nlohmann::json> callAs(std::string_view op, const nlohmann::json& input,
+                                          std::string_view /*access_key_id*/) {
+    return call(op, input);
+  }
+  /// True for a REST-JSON service (e.g. EKS): requests without X-Amz-Target signed for its
+  /// signingName() are routed by method and path against its model's `http` bindings
+  /// (api/rest_json.h), and targetPrefix() is not used. False: AWS JSON 1.1.
+  virtual bool restJson() const { return false; }
   /// For operations whose responses are large (list pages): the response body of `op`
   /// already serialized, byte for byte what call() pruned to the output shape and dumped
   /// would give (hyperfleet/common/json_text.h), without building the tree; the handler then

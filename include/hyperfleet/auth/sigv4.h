@@ -78,6 +78,33 @@ StatusOr<VerifiedIdentity> VerifySigV4(
     const HttpRequest& request, const SecretLookup& secrets, const SigV4Policy& policy,
     SystemTime now);
 
+/// What VerifyPresignedUrl accepts (the rules of EKS's token authenticator).
+struct PresignedPolicy {
+  std::string region;             ///< the credential scope's region must be this one
+  std::string service = "sts";    ///< and its service this one
+  /// X-Amz-Expires must be present and at most this (`aws eks get-token` signs 60 s).
+  std::chrono::seconds max_expires{60};
+  /// A URL signed longer ago than this is refused, whatever X-Amz-Expires says: EKS's
+  /// tokens live 15 minutes (kubectl reuses one that long), not X-Amz-Expires.
+  std::chrono::seconds max_age{std::chrono::minutes(15)};
+  /// A URL signed later than now plus this is refused (clock skew).
+  std::chrono::seconds max_skew{std::chrono::minutes(5)};
+};
+
+/// Verifies a query-string-signed (presigned) GET URL, "https://host/path?...&X-Amz-
+/// Signature=<hex>", as botocore's generate_presigned_url makes it: the canonical request is
+/// GET, the path, every query parameter but X-Amz-Signature, the headers of
+/// X-Amz-SignedHeaders (host from the URL, the others from `headers`, e.g.
+/// {"x-k8s-aws-id", "<cluster>"}; a signed header missing there fails the signature), and the
+/// SHA-256 of the empty payload. Errors, all Unauthenticated: a URL without a host or with a
+/// query parameter missing (X-Amz-Algorithm AWS4-HMAC-SHA256, Credential, Date, Expires,
+/// SignedHeaders, Signature), a scope of another region or service, X-Amz-Expires over
+/// policy.max_expires, a date older than max_age or later than max_skew, an unknown key,
+/// a signature that does not match.
+StatusOr<VerifiedIdentity> VerifyPresignedUrl(std::string_view url, const http::Headers& headers,
+                                              const SecretLookup& secrets,
+                                              const PresignedPolicy& policy, SystemTime now);
+
 /// Signs `request` in place as botocore does: replaces `X-Amz-Date` and `Authorization`, adds
 /// `Host` (from `host`) when absent, and signs content-type, host and every x-amz-* header
 /// present (x-amz-date, x-amz-target, x-amz-security-token, ...). Payload hash: the

@@ -22,6 +22,8 @@ class ServiceModel {
 
   /// The model embedded in the binary (parsed once, on first use).
   static std::shared_ptr<const ServiceModel> Embedded();
+  /// The EKS subset embedded in the binary (data/aws-models/eks/2017-11-01, REST-JSON).
+  static std::shared_ptr<const ServiceModel> EmbeddedEks();
   /// Parses a botocore service-2.json document. Errors: InvalidArgument on bad JSON or
   /// shape references that do not resolve; InvalidArgument on a pattern PCRE2 rejects.
   static StatusOr<std::shared_ptr<const ServiceModel>> FromJson(std::string_view service_json);
@@ -30,6 +32,8 @@ class ServiceModel {
   virtual bool hasOperation(std::string_view name) const = 0;
   /// All operation names, sorted.
   virtual std::vector<std::string> operations() const = 0;
+  /// The operation `name` as in the model ("http", "input", "output", "errors"), or null.
+  virtual const nlohmann::json* operation(std::string_view name) const = 0;
   /// The shape of `name` as in the model ("type", "members", "required", "min", ...).
   virtual const nlohmann::json* shape(std::string_view name) const = 0;
   /// Values of enum shape `name` (empty when not an enum).

@@ -14,6 +14,7 @@
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/model/cluster.h"
 #include "hyperfleet/model/governance.h"
+#include "hyperfleet/store/eks_record.h"
 #include "hyperfleet/store/machine_record.h"
 
 namespace hf::store {
@@ -66,6 +67,21 @@ struct SpareTargetWrite {
   int count = 0;
 };
 
+/// One EKS cluster's write (insert when expected_revision == kMustNotExist); `erase` deletes
+/// it with its access entries. Names and ARNs are unique.
+struct EksClusterWrite {
+  EksCluster cluster;
+  int64_t expected_revision = kMustNotExist;
+  bool erase = false;
+};
+
+/// One EKS access entry's write, keyed by (cluster, principal ARN); its cluster must exist.
+struct EksAccessEntryWrite {
+  EksAccessEntry entry;
+  int64_t expected_revision = kMustNotExist;
+  bool erase = false;
+};
+
 /// An atomic unit of writes. Events are appended (they have no revision).
 struct WriteBatch {
   std::vector<ClusterWrite> clusters;
@@ -75,9 +91,12 @@ struct WriteBatch {
   std::vector<SchedulerResourceWrite> scheduler_resources;
   std::vector<MachineWrite> machines;
   std::vector<SpareTargetWrite> spare_targets;
+  std::vector<EksClusterWrite> eks_clusters;
+  std::vector<EksAccessEntryWrite> eks_access_entries;
   bool empty() const {
     return clusters.empty() && nodes.empty() && events.empty() && tags.empty() &&
-           scheduler_resources.empty() && machines.empty() && spare_targets.empty();
+           scheduler_resources.empty() && machines.empty() && spare_targets.empty() &&
+           eks_clusters.empty() && eks_access_entries.empty();
   }
 };
 
@@ -218,6 +237,29 @@ class Store {
   /// Hot spares to keep per instance type (only types with a target).
   virtual StatusOr<std::map<std::string, int, std::less<>>> spareTargets() {
     return absl::UnimplementedError("this store keeps no machines");
+  }
+
+  /// The EKS cluster named `name_or_arn`, or with that ARN; NotFound when none. (A store
+  /// without EKS clusters, e.g. a wrapper in a test, answers Unimplemented.)
+  virtual StatusOr<EksCluster> eksCluster(const std::string& /*name_or_arn*/) {
+    return absl::UnimplementedError("this store keeps no EKS clusters");
+  }
+  /// Every EKS cluster, ordered by name.
+  virtual StatusOr<std::vector<EksCluster>> eksClusters() {
+    return absl::UnimplementedError("this store keeps no EKS clusters");
+  }
+  /// The access entry of `principal_arn` on EKS cluster `cluster`; NotFound when none.
+  virtual StatusOr<EksAccessEntry> eksAccessEntry(const std::string& /*cluster*/,
+                                                  const std::string& /*principal_arn*/) {
+    return absl::UnimplementedError("this store keeps no EKS clusters");
+  }
+  /// The access entry whose ARN is `arn`; NotFound when none.
+  virtual StatusOr<EksAccessEntry> eksAccessEntryByArn(const std::string& /*arn*/) {
+    return absl::UnimplementedError("this store keeps no EKS clusters");
+  }
+  /// Every access entry of EKS cluster `cluster`, ordered by principal ARN.
+  virtual StatusOr<std::vector<EksAccessEntry>> eksAccessEntries(const std::string& /*cluster*/) {
+    return absl::UnimplementedError("this store keeps no EKS clusters");
   }
 };
 

@@ -305,7 +305,7 @@ TEST_P(StoreTest, FileIsInWalModeAtTheCurrentSchemaVersion) {
   EXPECT_EQ(mode->text(0), "wal");  // readers run while a write commits
   auto version = db->prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok() && version->step().value());
-  EXPECT_EQ(version->int64(0), 4);
+  EXPECT_EQ(version->int64(0), 5);
 }
 
 TEST_P(StoreTest, ANewerSchemaIsRefused) {
