@@ -19,6 +19,25 @@ namespace cs = model::cluster_status;
 
 // ---- CreateCluster ---------------------------------------------------------------------
 
+Status ClusterOperations::checkEksOrchestrator(const Json& eks) const {
+  const std::string arn = Str(eks, "ClusterArn");
+  std::optional<store::EksCluster> found;
+  if (auto name = EksClusterNameOf(arn, config_.region, config_.account_id)) {
+    auto cluster = store_.eksCluster(*name);
+    if (cluster.ok()) {
+      found = std::move(*cluster);
+    } else if (!absl::IsNotFound(cluster.status())) {
+      return cluster.status();
+    }
+  }
+  HF_RETURN_IF_ERROR(CheckEksAttachment(arn, found));
+  // The checks above are HyperPod's; EKS nodes themselves (kubelet in a node) come next.
+  return RuleViolation(absl::StrCat(
+      "Orchestrator.Eks: the EKS cluster ", found->name, " passes HyperPod's checks, but "
+      "Hyperfleet cannot run EKS-orchestrated nodes yet (docs/kubernetes.md). Use "
+      "Orchestrator.Slurm."));
+}
+
 StatusOr<nlohmann::json> ClusterOperations::createCluster(const Json& in) {
   const Json groups = in.value("InstanceGroups", Json::array());
   if (groups.empty() && !in.contains("RestrictedInstanceGroups")) {
@@ -26,6 +45,9 @@ StatusOr<nlohmann::json> ClusterOperations::createCluster(const Json& in) {
   }
   HF_RETURN_IF_ERROR(CheckGroupSpecs(groups));
   HF_RETURN_IF_ERROR(CheckOrchestrator(in));
+  if (const auto eks = in.find("Orchestrator"); eks != in.end() && eks->contains("Eks")) {
+    HF_RETURN_IF_ERROR(checkEksOrchestrator((*eks)["Eks"]));
+  }
   HF_RETURN_IF_ERROR(CheckTagList(in.value("Tags", Json::array())));
   const auto tags = TagsFrom(in.value("Tags", Json::array()));
 

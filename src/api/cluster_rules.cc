@@ -70,10 +70,42 @@ Status CheckOrchestrator(const Json& in) {
   if (eks && slurm) {
     return RuleViolation("Orchestrator must specify exactly one of Eks and Slurm.");
   }
-  if (eks) {
-    return RuleViolation(
-        "Orchestrator.Eks is not supported by Hyperfleet yet: clusters are orchestrated by "
-        "Slurm. Omit Orchestrator or give Orchestrator.Slurm.");
+  return absl::OkStatus();
+}
+
+std::optional<std::string> EksClusterNameOf(std::string_view cluster_arn, std::string_view region,
+                                            std::string_view account) {
+  const std::string prefix = absl::StrCat("arn:aws:eks:", std::string(region), ":", std::string(account),
+                                            ":cluster/");
+  if (!cluster_arn.starts_with(prefix) || cluster_arn.size() == prefix.size()) {
+    return std::nullopt;
+  }
+  return std::string(cluster_arn.substr(prefix.size()));
+}
+
+Status CheckEksAttachment(std::string_view cluster_arn,
+                          const std::optional<store::EksCluster>& found) {
+  if (!found) {
+    return RuleViolation(absl::StrCat("Orchestrator.Eks.ClusterArn: no EKS cluster ", std::string(cluster_arn),
+                                      " exists in this account and region."));
+  }
+  switch (found->status) {
+    case store::EksClusterStatus::kActive:
+      break;
+    case store::EksClusterStatus::kCreating:
+      return RuleViolation(absl::StrCat("Orchestrator.Eks.ClusterArn: the EKS cluster ",
+                                        found->name, " is still CREATING; wait until it is "
+                                        "ACTIVE (aws eks wait cluster-active)."));
+    default:
+      return RuleViolation(absl::StrCat(
+          "Orchestrator.Eks.ClusterArn: the EKS cluster ", found->name, " is ",
+          std::string(store::EksClusterStatusName(found->status)), ", not ACTIVE."));
+  }
+  if (found->auth_mode == store::EksAuthMode::kConfigMap) {
+    return RuleViolation(absl::StrCat(
+        "Orchestrator.Eks.ClusterArn: the EKS cluster ", found->name,
+        " has authenticationMode CONFIG_MAP; HyperPod needs API or API_AND_CONFIG_MAP (aws eks "
+        "update-cluster-config --access-config authenticationMode=API_AND_CONFIG_MAP)."));
   }
   return absl::OkStatus();
 }

@@ -3,13 +3,16 @@
 // service model cannot express (private to src/api). Pure: a request in, a Status or a value
 // out. Errors are InvalidArgument (ValidationException) naming the group and its place
 // ('instanceGroups.N.member', the model's validation wording).
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/model/cluster.h"
+#include "hyperfleet/store/eks_record.h"
 
 namespace hf::api {
 
@@ -34,9 +37,22 @@ model::InstanceGroup GroupFromSpec(const nlohmann::json& spec);
 /// LifeCycleConfig with SourceS3Uri and OnCreate, MinInstanceCount <= InstanceCount.
 Status CheckGroupSpecs(const nlohmann::json& groups);
 
-/// The Orchestrator rules: at most one of Eks and Slurm, and Slurm (or none) only: EKS waits
-/// for Kubernetes support.
+/// The Orchestrator rules: at most one of Eks and Slurm.
 Status CheckOrchestrator(const nlohmann::json& request);
+
+/// The name of the EKS cluster in `cluster_arn` when it is an EKS cluster ARN of `region` and
+/// `account` ("arn:aws:eks:<region>:<account>:cluster/<name>"); nullopt otherwise.
+std::optional<std::string> EksClusterNameOf(std::string_view cluster_arn, std::string_view region,
+                                            std::string_view account);
+
+/// HyperPod's checks on Orchestrator.Eks.ClusterArn, given the EKS cluster it names as the
+/// store has it (nullopt: none): the cluster exists in this account and region and is ACTIVE
+/// (CREATING: not yet; DELETING or FAILED: refused), and its access configuration's
+/// authenticationMode is API or API_AND_CONFIG_MAP (HyperPod reaches the cluster through access
+/// entries; CONFIG_MAP-only clusters are refused, as in HyperPod's EKS prerequisites). Every
+/// error is a ValidationException naming Orchestrator.Eks.ClusterArn. Pure.
+Status CheckEksAttachment(std::string_view cluster_arn,
+                          const std::optional<store::EksCluster>& found);
 
 /// The instances `groups` ask for in all (their target counts).
 int TotalInstances(const std::vector<model::InstanceGroup>& groups);

@@ -140,6 +140,13 @@ StatusOr<GroupUpdate> PlanGroupUpdate(const model::Cluster& c, const GroupUpdate
 
 StatusOr<nlohmann::json> ClusterOperations::updateCluster(const Json& in) {
   HF_RETURN_IF_ERROR(CheckOrchestrator(in));
+  // Every cluster is Slurm-orchestrated (CreateCluster refuses Eks), and HyperPod never changes
+  // a cluster's orchestrator.
+  if (const auto o = in.find("Orchestrator"); o != in.end() && o->contains("Eks")) {
+    return RuleViolation(absl::StrCat("Orchestrator.Eks: cluster ", Str(in, "ClusterName"),
+                                      " is orchestrated by Slurm; UpdateCluster cannot change a "
+                                      "cluster's orchestrator."));
+  }
   GroupUpdateRequest request;
   request.has_groups = in.contains("InstanceGroups");
   request.groups = in.value("InstanceGroups", Json::array());

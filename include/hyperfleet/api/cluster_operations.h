@@ -76,6 +76,10 @@ class ClusterOperations final : public OperationSet {
   StatusOr<Json> deleteTags(const Json& in);
 
  private:
+  /// CreateCluster's Orchestrator.Eks (an EksOrchestratorConfig): HyperPod's checks on the EKS
+  /// cluster its ClusterArn names (CheckEksAttachment, against the store's EKS clusters); then
+  /// a ValidationException all the same, since EKS-orchestrated nodes do not run yet.
+  Status checkEksOrchestrator(const nlohmann::json& eks) const;
   /// BatchRebootClusterNodes / BatchReplaceClusterNodes: records the node recovery
   /// (Node::recovery, `action` "Reboot" or "Replace") on each Running or Failure node of an
   /// InService or Updating cluster; the controller carries it out (a Failure node without

@@ -132,12 +132,56 @@ TEST_F(ClusterOperationsTest, OtherGroupRulesOfCreateCluster) {
   min_above["MinInstanceCount"] = 3;
   ExpectRejected("CreateCluster", {{"ClusterName", "c"}, {"InstanceGroups", {min_above}}},
                  "ValidationException", {"MinInstanceCount cannot exceed InstanceCount"});
-  ExpectRejected("CreateCluster",
-                 {{"ClusterName", "c"},
-                  {"InstanceGroups", {Group("a")}},
+}
+
+// HyperPod's checks on Orchestrator.Eks.ClusterArn, each naming the field; none changes anything.
+TEST_F(ClusterOperationsTest, OrchestratorEksIsCheckedAgainstTheEksClusters) {
+  auto eks = [&](const std::string& name, store::EksClusterStatus status,
+                 store::EksAuthMode mode) {
+    store::EksCluster c;
+    c.name = name;
+    c.arn = "arn:aws:eks:us-west-2:123456789012:cluster/" + name;
+    c.status = status;
+    c.auth_mode = mode;
+    store::WriteBatch batch;
+    batch.eks_clusters.push_back({c, store::kMustNotExist, false});
+    ASSERT_TRUE(w_.store->commit(batch).ok());
+  };
+  eks("active", store::EksClusterStatus::kActive, store::EksAuthMode::kApiAndConfigMap);
+  eks("creating", store::EksClusterStatus::kCreating, store::EksAuthMode::kApi);
+  eks("deleting", store::EksClusterStatus::kDeleting, store::EksAuthMode::kApi);
+  eks("configmap", store::EksClusterStatus::kActive, store::EksAuthMode::kConfigMap);
+  const struct {
+    std::string arn;
+    std::vector<std::string> words;
+  } cases[] = {
+      {"arn:aws:eks:us-west-2:123456789012:cluster/none", {"ClusterArn", "no EKS cluster"}},
+      {"arn:aws:eks:us-east-1:123456789012:cluster/active", {"ClusterArn", "no EKS cluster"}},
+      {"arn:aws:eks:us-west-2:210987654321:cluster/active", {"ClusterArn", "no EKS cluster"}},
+      {"arn:aws:eks:us-west-2:123456789012:cluster/creating", {"ClusterArn", "CREATING"}},
+      {"arn:aws:eks:us-west-2:123456789012:cluster/deleting", {"ClusterArn", "DELETING"}},
+      {"arn:aws:eks:us-west-2:123456789012:cluster/configmap",
+       {"ClusterArn", "authenticationMode CONFIG_MAP", "API_AND_CONFIG_MAP"}},
+      // Passes HyperPod's checks; EKS-orchestrated nodes are not run yet.
+      {"arn:aws:eks:us-west-2:123456789012:cluster/active",
+       {"Orchestrator.Eks", "passes HyperPod's checks", "cannot run EKS-orchestrated nodes"}},
+  };
+  for (const auto& c : cases) {
+    const Outcome o = Sm("CreateCluster", {{"ClusterName", "c"},
+                                           {"InstanceGroups", {Group("a")}},
+                                           {"Orchestrator", {{"Eks", {{"ClusterArn", c.arn}}}}}});
+    EXPECT_EQ(o.type, "ValidationException") << c.arn << ": " << o.message;
+    for (const auto& w : c.words) {
+      EXPECT_NE(o.message.find(w), std::string::npos) << "'" << w << "' not in: " << o.message;
+    }
+  }
+  EXPECT_EQ(Sm("ListClusters", Json::object()).body["ClusterSummaries"].size(), 0u);
+  CreateInService("slurm", Json::array({Group("a")}));
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "slurm"},
                   {"Orchestrator", {{"Eks", {{"ClusterArn",
-                                              "arn:aws:eks:us-west-2:123456789012:cluster/k"}}}}}},
-                 "ValidationException", {"Orchestrator.Eks is not supported"});
+                                              "arn:aws:eks:us-west-2:123456789012:cluster/active"}}}}}},
+                 "ValidationException", {"Orchestrator.Eks", "cannot change a cluster's orchestrator"});
 }
 
 TEST_F(ClusterOperationsTest, ATakenNameIsResourceInUse) {
