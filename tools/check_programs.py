@@ -19,7 +19,8 @@ build). It is then found on this machine (host side) or in the node image's pack
   host: Essential or Priority required, or named by scripts/setup (or installed by the
         script that runs it, e.g. debootstrap before an image build);
   node: Essential or Priority required (debootstrap --variant=minbase installs those), or
-        named in data/node-image/packages.txt, or a dependency of one of those.
+        named in data/node-image/packages.txt (or eks/packages.txt), or a dependency of one
+        of those.
 
 Usage: tools/check_programs.py [--list] [REPO]   (exit 1 and a report on any violation)
 """
@@ -155,7 +156,7 @@ PY_ARGV = re.compile(
 
 # Node-side code: runs inside nodes (the agent and what it runs), not on the host.
 NODE_CPP = ("src/agent/", "src/cli/agent_command.cc", "src/cli/auto_resume_command.cc")
-NODE_SHELL = ("data/slurm/", "examples/")
+NODE_SHELL = ("data/slurm/", "examples/", "data/node-image/eks/node/")
 # Files left out, each with its reason.
 EXEMPT = {
     "bench/slurm_side_by_side.py": "checks its own prerequisites (Slurm, MariaDB) at start and "
@@ -282,8 +283,15 @@ def setup_packages(repo):
 
 
 def image_packages(repo):
-    text = (repo / "data/node-image/packages.txt").read_text()
-    return {w for line in text.splitlines() for w in line.split("#")[0].split()}
+    """The node images' package lists: the base image's and the EKS image's additions (a
+    program of the EKS layer may come from either; Slurm-side files run on both)."""
+    names = set()
+    for rel in ("data/node-image/packages.txt", "data/node-image/eks/packages.txt"):
+        if not (repo / rel).is_file():
+            continue
+        text = (repo / rel).read_text()
+        names |= {w for line in text.splitlines() for w in line.split("#")[0].split()}
+    return names
 
 
 def with_dependencies(packages):
@@ -329,11 +337,12 @@ def find_program(program, root="/"):
     return None
 
 
-def image_root(binary):
-    """The built node image's rootfs (`hyperfleet image path`), or None."""
+def image_root(binary, eks=False):
+    """The built node image's rootfs (`hyperfleet image path [--eks]`), or None."""
     if not binary or not os.access(binary, os.X_OK):
         return None
-    r = subprocess.run([binary, "image", "path"], capture_output=True, text=True)
+    r = subprocess.run([binary, "image", "path", *(["--eks"] if eks else [])],
+                       capture_output=True, text=True)
     path = r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else ""
     return path if path and os.path.isdir(os.path.join(path, "var/lib/dpkg")) else None
 
@@ -343,6 +352,7 @@ def check(repo, binary=None, list_only=False):
     found = collect(repo)
     host_ok = base_packages() | with_dependencies(setup_packages(repo))
     image = image_root(binary)
+    eks_image = image_root(binary, eks=True)  # a superset of the base image
     node_ok = with_dependencies(image_packages(repo)) | (base_packages(image) if image else set())
     problems, notes, rows = [], [], []
     for (program, where), sources in sorted(found.items()):
@@ -350,6 +360,14 @@ def check(repo, binary=None, list_only=False):
         if program == "hyperfleet":
             continue  # our own binary
         root = image if where == "node" else "/"
+        # Programs only the EKS layer's node scripts run are in the EKS image only.
+        eks_only = all(src.startswith("data/node-image/eks/") for src in sources)
+        if where == "node" and eks_only:
+            root = eks_image
+        if root is None and eks_only:
+            notes.append(f"{program} (EKS node; used in {used_in}): not verified, no EKS node "
+                         "image is built (hyperfleet image build --eks)")
+            continue
         if root is None:
             notes.append(f"{program} (node; used in {used_in}): not verified, no node image "
                          "is built (hyperfleet image build)")

@@ -17,7 +17,29 @@ struct ImageFlags {
   std::string image_dir;
   std::string mirror;
   bool prune = false;
+  bool eks = false;             // the EKS variant (containerd, kubelet)
+  std::string kubernetes_bin;  // where its kubelet and kube-proxy are
 };
+
+provider::NodeImageOptions OptionsOf(const ImageFlags& flags) {
+  provider::NodeImageOptions options{flags.image_dir, flags.mirror, [](std::string_view line) {
+                                       std::fprintf(stderr, "%.*s\n",
+                                                    static_cast<int>(line.size()), line.data());
+                                     }};
+  options.variant =
+      flags.eks ? provider::NodeImageVariant::kEks : provider::NodeImageVariant::kSlurm;
+  options.kubernetes_bin = flags.kubernetes_bin;
+  return options;
+}
+
+void AddVariantFlags(CLI::App& cmd, ImageFlags& flags) {
+  cmd.add_flag("--eks", flags.eks,
+               "The EKS node image (the base image plus containerd, runc, the CNI plugins, "
+               "kubelet and kube-proxy)");
+  cmd.add_option("--kubernetes-bin", flags.kubernetes_bin,
+                 "With --eks: directory of the kubelet and kube-proxy to ship (default " +
+                     std::string(provider::kDefaultKubernetesBin) + ")");
+}
 
 }  // namespace
 
@@ -34,11 +56,9 @@ void AddImageCommand(CLI::App& app) {
       "--mirror", flags->mirror,
       "Debian mirror for the build (default " + std::string(provider::kDefaultImageMirror) + ")");
   build->add_flag("--prune", flags->prune, "Also remove images of other recipes no node mounts");
+  AddVariantFlags(*build, *flags);
   build->callback([flags] {
-    provider::NodeImageOptions options{flags->image_dir, flags->mirror, [](std::string_view line) {
-                                         std::fprintf(stderr, "%.*s\n",
-                                                      static_cast<int>(line.size()), line.data());
-                                       }};
+    const provider::NodeImageOptions options = OptionsOf(*flags);
     auto image = provider::EnsureNodeImage(options);
     if (!image.ok()) ExitWithError("image build", image.status());
     if (flags->prune) {
@@ -50,8 +70,9 @@ void AddImageCommand(CLI::App& app) {
 
   auto* path = image->add_subcommand("path", "Print the node image's rootfs; fail if not built");
   path->add_option("--image-dir", flags->image_dir, dir_help);
+  AddVariantFlags(*path, *flags);
   path->callback([flags] {
-    auto image = provider::FindNodeImage({flags->image_dir, "", nullptr});
+    auto image = provider::FindNodeImage(OptionsOf(*flags));
     if (!image.ok()) ExitWithError("image path", image.status());
     std::printf("%s\n", image->rootfs.c_str());
   });

@@ -11,6 +11,7 @@ void WriteInstanceSpec(const InstanceSpec& spec, nlohmann::json& into) {
   into["lifecycle"] = spec.lifecycle;
   into["secondary_ebs_volume"] = spec.secondary_ebs_volume;
   into["requested_hostname"] = spec.hostname;
+  into["image_variant"] = std::string(NodeImageVariantName(spec.image_variant));
 }
 
 InstanceSpec ReadInstanceSpec(const nlohmann::json& from) {
@@ -30,6 +31,8 @@ InstanceSpec ReadInstanceSpec(const nlohmann::json& from) {
     spec.secondary_ebs_volume = it->get<bool>();
   }
   spec.hostname = text("requested_hostname");
+  spec.image_variant =
+      ParseNodeImageVariant(text("image_variant")).value_or(NodeImageVariant::kSlurm);
   return spec;
 }
 

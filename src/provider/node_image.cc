@@ -138,15 +138,32 @@ std::string CallerEnvironment() {
   return absl::StrCat("caller_umask=", umask, "\ncaller_locale=", locale ? locale : "", "\n");
 }
 
-bool IsKey(std::string_view name) {
-  return name.size() == 16 && std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+// SHA-256 fed piece by piece (the image key, the Kubernetes binaries).
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
+  }
+  void Feed(std::string_view s) { EVP_DigestUpdate(ctx_.get(), s.data(), s.size()); }
+  /// The first `bytes` bytes of the digest as lowercase hex.
+  std::string Hex(size_t bytes) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int digest_len = 0;
+    EVP_DigestFinal_ex(ctx_.get(), digest, &digest_len);
+    return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest),
+                                                    std::min<size_t>(bytes, digest_len)));
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+};
+
+std::string KubernetesBinOf(const NodeImageOptions& options) {
+  return options.kubernetes_bin.empty() ? std::string(kDefaultKubernetesBin)
+                                        : options.kubernetes_bin;
 }
 
-}  // namespace
-
-const std::vector<RecipeFile>& NodeImageRecipe() {
+const std::vector<RecipeFile>& AllRecipeFiles() {
   static const std::vector<RecipeFile> files = [] {
     std::vector<RecipeFile> out;
     for (const auto& [path, content] : data::NodeImageRecipeFiles()) {
@@ -158,14 +175,43 @@ const std::vector<RecipeFile>& NodeImageRecipe() {
   return files;
 }
 
+std::vector<RecipeFile> RecipeWhere(bool eks) {
+  std::vector<RecipeFile> out;
+  for (const RecipeFile& f : AllRecipeFiles()) {
+    if (IsEksRecipePath(f.first) == eks) out.push_back(f);
+  }
+  return out;
+}
+
+bool IsKey(std::string_view name) {
+  return name.size() == 16 && std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+}  // namespace
+
+bool IsEksRecipePath(std::string_view path) {
+  return path == "eks-layer.sh" || path.rfind("eks/", 0) == 0;
+}
+
+const std::vector<RecipeFile>& NodeImageRecipe() {
+  static const std::vector<RecipeFile> files = RecipeWhere(false);
+  return files;
+}
+
+const std::vector<RecipeFile>& EksNodeImageRecipe() {
+  static const std::vector<RecipeFile> files = RecipeWhere(true);
+  return files;
+}
+
 std::string NodeImageKeyOf(const std::vector<RecipeFile>& files, std::string_view suite) {
   std::vector<const RecipeFile*> sorted;
   for (const auto& f : files) sorted.push_back(&f);
   std::sort(sorted.begin(), sorted.end(),
             [](const RecipeFile* a, const RecipeFile* b) { return a->first < b->first; });
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  auto feed = [&](std::string_view s) { EVP_DigestUpdate(ctx.get(), s.data(), s.size()); };
+  Sha256 sha;
+  auto feed = [&](std::string_view s) { sha.Feed(s); };
   for (const RecipeFile* f : sorted) {
     // Lengths and NULs make the framing unambiguous (no two recipes hash the same bytes).
     feed(f->first);
@@ -176,11 +222,37 @@ std::string NodeImageKeyOf(const std::vector<RecipeFile>& files, std::string_vie
   }
   feed(std::string_view("suite\0", 6));
   feed(suite);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int digest_len = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &digest_len);
-  // The first 8 bytes as 16 hex digits.
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 8));
+  return sha.Hex(8);  // 16 hex digits
+}
+
+std::string EksNodeImageKeyOf(const std::vector<RecipeFile>& base,
+                              const std::vector<RecipeFile>& eks,
+                              const std::vector<RecipeFile>& binary_sha256,
+                              std::string_view suite) {
+  std::vector<RecipeFile> all = base;
+  all.insert(all.end(), eks.begin(), eks.end());
+  for (const auto& [name, sha] : binary_sha256) all.emplace_back("kubernetes-bin/" + name, sha);
+  return NodeImageKeyOf(all, suite);
+}
+
+StatusOr<std::string> NodeImageKeyFor(const NodeImageOptions& options) {
+  if (options.variant == NodeImageVariant::kSlurm) return NodeImageKey();
+  const std::string bin = KubernetesBinOf(options);
+  std::vector<RecipeFile> shas;
+  for (const char* name : {"kubelet", "kube-proxy"}) {
+    const std::string path = absl::StrCat(bin, "/", name);
+    auto bytes = ReadFile(path);
+    if (!bytes.ok()) {
+      return absl::NotFoundError(absl::StrCat(
+          "the EKS node image ships ", name, " but ", path, " cannot be read (",
+          bytes.status().message(), "); build Kubernetes with scripts/kubernetes or pass "
+          "--kubernetes-bin DIR"));
+    }
+    Sha256 sha;
+    sha.Feed(*bytes);
+    shas.emplace_back(name, sha.Hex(32));
+  }
+  return EksNodeImageKeyOf(NodeImageRecipe(), EksNodeImageRecipe(), shas, kNodeImageSuite);
 }
 
 std::string NodeImageKey() {
@@ -189,32 +261,35 @@ std::string NodeImageKey() {
 }
 
 StatusOr<NodeImage> FindNodeImage(const NodeImageOptions& options) {
+  HF_ASSIGN_OR_RETURN(const std::string key, NodeImageKeyFor(options));
   std::string dir = ImageDirOf(options);
-  NodeImage image{NodeImageKey(), absl::StrCat(dir, "/", NodeImageKey(), "/rootfs")};
+  NodeImage image{key, absl::StrCat(dir, "/", key, "/rootfs")};
   if (!IsDirectory(image.rootfs)) {
-    return absl::NotFoundError(
-        absl::StrCat("node image ", image.key, " is not built (no ", image.rootfs,
-                     "); build it as root with `hyperfleet image build",
-                     options.image_dir.empty() ? "" : " --image-dir " + dir, "` or scripts/setup"));
+    const bool eks = options.variant == NodeImageVariant::kEks;
+    return absl::NotFoundError(absl::StrCat(
+        eks ? "EKS node image " : "node image ", image.key, " is not built (no ", image.rootfs,
+        "); build it as root with `hyperfleet image build", eks ? " --eks" : "",
+        options.image_dir.empty() ? "" : " --image-dir " + dir, "`",
+        eks ? "" : " or scripts/setup"));
   }
   return image;
 }
 
-StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
-  if (auto found = FindNodeImage(options); found.ok()) return found;
-  if (::geteuid() != 0) {
-    return absl::FailedPreconditionError(
-        "building the node image needs root (debootstrap, chroot, mounts); run `hyperfleet "
-        "image build` or scripts/setup as root");
-  }
-  if (!FindProgram("debootstrap")) {
-    return absl::FailedPreconditionError(
-        "building the node image needs debootstrap: apt-get install debootstrap");
-  }
+namespace {
+
+// What one build runs: the recipe script (relative to data/node-image/) with its env.
+struct BuildPlan {
+  std::string key;
+  std::string script;
+  std::vector<std::string> env;
+  std::string what;  ///< "node image" or "EKS node image", for messages
+  std::string image_env;  ///< lines for image.env after key, variant, suite
+};
+
+// Builds `plan` into <image-dir>/<key> under the build lock (see EnsureNodeImage).
+StatusOr<NodeImage> BuildImage(const NodeImageOptions& options, const BuildPlan& plan) {
   const std::string dir = ImageDirOf(options);
-  const std::string key = NodeImageKey();
-  const std::string mirror =
-      options.mirror.empty() ? std::string(kDefaultImageMirror) : options.mirror;
+  const std::string& key = plan.key;
   HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
   // Someone may have built it while we waited for the lock.
   if (auto found = FindNodeImage(options); found.ok()) return found;
@@ -236,17 +311,18 @@ StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
   }
   const std::string tmp = tmpl;
   ::chmod(tmp.c_str(), 0755);  // nodes' overlays read it as their lower layer
+  const bool eks = options.variant == NodeImageVariant::kEks;
   for (const auto& [path, content] : NodeImageRecipe()) {
     HF_RETURN_IF_ERROR(WriteFile(fs::path(tmp) / "recipe" / path, content, 0644));
   }
-  Log(options, absl::StrCat("building node image ", key, " (", std::string(kNodeImageSuite),
-                            " from ", mirror, ") in ", tmp));
+  for (const auto& [path, content] : eks ? EksNodeImageRecipe() : std::vector<RecipeFile>{}) {
+    HF_RETURN_IF_ERROR(WriteFile(fs::path(tmp) / "recipe" / path, content, 0644));
+  }
+  Log(options, absl::StrCat("building ", plan.what, " ", key, " in ", tmp));
   const std::string caller = CallerEnvironment();
   auto started = std::chrono::steady_clock::now();
-  auto run = internal::RunRecipeScript(
-      tmp + "/recipe/build.sh", {tmp + "/rootfs"},
-      {absl::StrCat("SUITE=", std::string(kNodeImageSuite)), absl::StrCat("MIRROR=", mirror)},
-      tmp + "/build.log", options.log);
+  auto run = internal::RunRecipeScript(tmp + "/recipe/" + plan.script, {tmp + "/rootfs"},
+                                       plan.env, tmp + "/build.log", options.log);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!run.ok() || run->exit_status != 0) {
@@ -257,27 +333,70 @@ StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
     if (!run.ok()) return run.status();
     std::vector<std::string> tail(run->tail.begin(), run->tail.end());
     return absl::InternalError(absl::StrCat(
-        "node image build failed in step ", run->last_step.empty() ? "start" : run->last_step,
+        plan.what, " build failed in step ", run->last_step.empty() ? "start" : run->last_step,
         " (exit status ", run->exit_status, "; full log ", kept,
         removed.ok() ? "" : absl::StrCat("; ", removed.message()), "):\n",
         absl::StrJoin(tail, "\n")));
   }
   if (!IsDirectory(tmp + "/rootfs/etc")) {
-    return absl::InternalError(absl::StrCat("node image build left no rootfs in ", tmp));
+    return absl::InternalError(absl::StrCat(plan.what, " build left no rootfs in ", tmp));
   }
   HF_RETURN_IF_ERROR(WriteFile(
       fs::path(tmp) / "image.env",
-      absl::StrCat("key=", key, "\nsuite=", std::string(kNodeImageSuite), "\nmirror=", mirror,
-                   "\nbuild_seconds=", static_cast<long>(seconds), "\n", caller),
+      absl::StrCat("key=", key,
+                   "\nvariant=", std::string(NodeImageVariantName(options.variant)),
+                   "\nsuite=", std::string(kNodeImageSuite), "\n", plan.image_env,
+                   "build_seconds=", static_cast<long>(seconds), "\n", caller),
       0644));
   const std::string final_dir = absl::StrCat(dir, "/", key);
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
     return absl::InternalError(
         absl::StrCat("rename ", tmp, " -> ", final_dir, ": ", ErrnoText(errno)));
   }
-  Log(options, absl::StrCat("node image ", key, " built in ", static_cast<long>(seconds),
+  Log(options, absl::StrCat(plan.what, " ", key, " built in ", static_cast<long>(seconds),
                             " s: ", final_dir, "/rootfs"));
   return NodeImage{key, final_dir + "/rootfs"};
+}
+
+}  // namespace
+
+StatusOr<NodeImage> EnsureNodeImage(const NodeImageOptions& options) {
+  HF_ASSIGN_OR_RETURN(const std::string key, NodeImageKeyFor(options));
+  if (auto found = FindNodeImage(options); found.ok()) return found;
+  if (::geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        "building the node image needs root (debootstrap, chroot, mounts); run `hyperfleet "
+        "image build` or scripts/setup as root");
+  }
+  if (!FindProgram("debootstrap")) {
+    return absl::FailedPreconditionError(
+        "building the node image needs debootstrap: apt-get install debootstrap");
+  }
+  const std::string mirror =
+      options.mirror.empty() ? std::string(kDefaultImageMirror) : options.mirror;
+  const std::vector<std::string> env = {absl::StrCat("SUITE=", std::string(kNodeImageSuite)),
+                                        absl::StrCat("MIRROR=", mirror)};
+  const std::string mirror_line = absl::StrCat("mirror=", mirror, "\n");
+  if (options.variant == NodeImageVariant::kSlurm) {
+    return BuildImage(options, {key, "build.sh", env, "node image", mirror_line});
+  }
+  for (const auto& [program, package] : {std::pair{"gcc", "gcc libc6-dev"},
+                                         std::pair{"umoci", "umoci"}}) {
+    if (!FindProgram(program)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "building the EKS node image needs ", program, ": apt-get install ", package,
+          " (scripts/kubernetes installs them)"));
+    }
+  }
+  NodeImageOptions base_options = options;
+  base_options.variant = NodeImageVariant::kSlurm;
+  HF_ASSIGN_OR_RETURN(NodeImage base, EnsureNodeImage(base_options));
+  std::vector<std::string> eks_env = env;
+  eks_env.push_back("BASE_ROOTFS=" + base.rootfs);
+  eks_env.push_back("KUBERNETES_BIN=" + KubernetesBinOf(options));
+  return BuildImage(options, {key, "eks-layer.sh", eks_env, "EKS node image",
+                              absl::StrCat(mirror_line, "base=", base.key, "\nkubernetes_bin=",
+                                           KubernetesBinOf(options), "\n")});
 }
 
 StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& options) {
@@ -286,11 +405,14 @@ StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& optio
   if (!IsDirectory(dir)) return removed;
   HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
   const std::vector<MountEntry> mounts = ReadMountInfo().value_or(std::vector<MountEntry>{});
+  NodeImageOptions eks_options = options;
+  eks_options.variant = NodeImageVariant::kEks;
+  const std::string eks_key = NodeImageKeyFor(eks_options).value_or("");
   std::error_code ec;
   std::vector<std::string> candidates;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
-    if (IsKey(name) && name != NodeImageKey()) candidates.push_back(name);
+    if (IsKey(name) && name != NodeImageKey() && name != eks_key) candidates.push_back(name);
   }
   if (ec) return absl::InternalError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
   std::sort(candidates.begin(), candidates.end());

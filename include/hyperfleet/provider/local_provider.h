@@ -60,6 +60,9 @@ class LocalProvider final : public Provider {
   struct Options {
     std::string data_dir;     ///< nodes and clusters live under <data_dir>/local/
     std::string image_rootfs; ///< read-only node image root (overlay lower layer)
+    /// The EKS node image's root, for specs with image_variant kEks (node_image.h); empty =
+    /// such launches fail (FailedPrecondition in the instance's message).
+    std::string eks_image_rootfs;
     std::string region = "us-west-2";
     std::string node_network = "10.224.0.0/12";  ///< pool of per-cluster /22 subnets
     uint16_t agent_port = 9081;  ///< agent endpoint port on every bridge host address

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/status.h"
+#include "hyperfleet/provider/node_image_variant.h"
 
 namespace hf::provider {
 
@@ -32,13 +33,18 @@ struct InstanceSpec {
   /// provider's. A provider that cannot keep the address (the ssh provider: another machine)
   /// keeps the name, so Slurm keeps knowing the node by it, as HyperPod keeps both.
   std::string hostname;
+  /// The image the node boots: kEks for clusters with Orchestrator.Eks (containerd, the
+  /// kubelet); the local provider also gives such nodes what the kubelet needs.
+  NodeImageVariant image_variant = NodeImageVariant::kSlurm;
 };
 
 /// Writes `spec` into a provider's record `into` (members instance_id, cluster_id,
-/// cluster_name, group, instance_type, lifecycle, secondary_ebs_volume, requested_hostname;
-/// the requested address is not kept), for the records providers re-adopt after a restart.
+/// cluster_name, group, instance_type, lifecycle, secondary_ebs_volume, requested_hostname,
+/// image_variant as NodeImageVariantName; the requested address is not kept), for the
+/// records providers re-adopt after a restart.
 void WriteInstanceSpec(const InstanceSpec& spec, nlohmann::json& into);
-/// The spec WriteInstanceSpec wrote; a member missing or of another type reads as empty.
+/// The spec WriteInstanceSpec wrote; a member missing or of another type reads as empty
+/// (image_variant missing or unknown, as in records written before it existed: kSlurm).
 InstanceSpec ReadInstanceSpec(const nlohmann::json& from);
 
 /// Whether an instance group's InstanceStorageConfigs (null, or the list the API accepted)

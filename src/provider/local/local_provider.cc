@@ -303,7 +303,7 @@ void LocalProvider::Impl::setUp(std::shared_ptr<NodeRec> rec, bool reboot) {
     HF_RETURN_IF_ERROR(MakeDirs(dir));
     HF_RETURN_IF_ERROR(writeNodeJson(*rec, false));
     HF_RETURN_IF_ERROR(setUpNetns(*rec, net));
-    HF_RETURN_IF_ERROR(mountOverlay(dir));
+    HF_RETURN_IF_ERROR(mountOverlay(*rec));
     HF_RETURN_IF_ERROR(writeIdentity(*rec, net, reboot));
     scheduleHostsRewrite(rec->spec.cluster_id);
     return startSupervisor(dir);

@@ -99,7 +99,7 @@ class LocalProvider::Impl {
   // ---- a node's root (node_root.cc) ----
   std::vector<local::NodeBind> nodeBinds(const NodeRec& rec) const;
   Status writeNodeJson(const NodeRec& rec, bool terminating);
-  Status mountOverlay(const std::string& dir);
+  Status mountOverlay(const NodeRec& rec);
   Status writeMungeKey(const std::string& merged, const std::string& cluster_id);
   Status writeIdentity(const NodeRec& rec, const NetInfo& net, bool reboot);
   std::string spankPlugin() const;

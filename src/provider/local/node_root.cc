@@ -29,10 +29,24 @@ using local::Ipv4Text;
 using local::kSubnetBits;
 using local::ParseIpv4;
 
-Status LocalProvider::Impl::mountOverlay(const std::string& dir) {
-  if (!fs::is_directory(options_.image_rootfs + "/etc")) {
+Status LocalProvider::Impl::mountOverlay(const NodeRec& rec) {
+  const std::string dir = nodeDir(rec.spec.instance_id);
+  const bool eks = rec.spec.image_variant == NodeImageVariant::kEks;
+  const std::string& rootfs = eks ? options_.eks_image_rootfs : options_.image_rootfs;
+  if (eks && rootfs.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("node image missing: ", options_.image_rootfs, " is not a root filesystem"));
+        "EKS node image missing: this server has none (build it as root with `hyperfleet image "
+        "build --eks`)");
+  }
+  if (!fs::is_directory(rootfs + "/etc")) {
+    return absl::FailedPreconditionError(absl::StrCat(eks ? "EKS node image" : "node image",
+                                                      " missing: ", rootfs,
+                                                      " is not a root filesystem"));
+  }
+  if (eks) {
+    // containerd's state: a plain directory of the node, bound at /var/lib/containerd by the
+    // supervisor, deleted with the node's directory.
+    HF_RETURN_IF_ERROR(MakeDirs(dir + "/containerd", 0711));
   }
   for (const char* sub : {"/upper", "/work", "/merged"}) {
     HF_RETURN_IF_ERROR(MakeDirs(dir + sub));
@@ -40,7 +54,7 @@ Status LocalProvider::Impl::mountOverlay(const std::string& dir) {
   chmod((dir + "/merged").c_str(), 0755);
   chmod((dir + "/upper").c_str(), 0755);
   if (local::IsMountPoint(dir + "/merged")) return absl::OkStatus();
-  const std::string data = absl::StrCat("lowerdir=", options_.image_rootfs, ",upperdir=", dir,
+  const std::string data = absl::StrCat("lowerdir=", rootfs, ",upperdir=", dir,
                                         "/upper,workdir=", dir, "/work");
   if (mount("overlay", (dir + "/merged").c_str(), "overlay", 0, data.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot mount the overlay root at ", dir,
@@ -71,6 +85,7 @@ Status LocalProvider::Impl::writeNodeJson(const NodeRec& rec, bool terminating) 
       {"stop_timeout_seconds", options_.stop_timeout_seconds},
       {"terminating", terminating}};
   WriteInstanceSpec(rec.spec, j);
+  if (rec.spec.image_variant == NodeImageVariant::kEks) j["containerd_dir"] = dir + "/containerd";
   return WriteFileAtomically(dir + "/node.json", j.dump(2) + "\n");
 }
 

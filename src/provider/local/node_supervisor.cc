@@ -19,7 +19,7 @@
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/subprocess.h"
 #include "hyperfleet/provider/local_provider.h"
-#include "provider/local/ami_facts.h"
+#include "provider/local/nspawn_argv.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
@@ -105,26 +105,8 @@ void JoinCgroups(const nlohmann::json& node) {
 }
 
 StatusOr<Subprocess> StartNspawn(const nlohmann::json& node) {
-  const std::string hostname = node.value("hostname", "");
-  std::vector<std::string> argv = {
-      "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
-      "-D", node.value("merged", ""),
-      "--machine=" + hostname, "--hostname=" + hostname,
-      "--network-namespace-path=/run/netns/" + node.value("netns", ""),
-      "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--console=passive",
-      "--bind=" + node.value("fsx", "") + ":/fsx",
-      "--bind-ro=" + node.value("binary", "") + ":/opt/hyperfleet/bin/hyperfleet"};
-  // The srun --auto-resume plugin comes from the host like the binary (docs/slurm.md).
-  if (const std::string plugin = node.value("spank_plugin", ""); !plugin.empty()) {
-    argv.push_back(absl::StrCat("--bind-ro=", plugin, ":", kAutoResumePluginPath));
-  }
-  // Storage volumes and the host's driver modules (ami_facts.h), mounted before the node's
-  // systemd starts, as HyperPod's are before lifecycle scripts run.
-  for (const local::NodeBind& b : local::BindsFromJson(node.value("binds", nlohmann::json()))) {
-    argv.push_back(absl::StrCat(b.read_only ? "--bind-ro=" : "--bind=", b.source, ":", b.target));
-  }
   ProcessSpec spec;
-  spec.argv = std::move(argv);
+  spec.argv = local::NspawnArgv(node);
   // Our environment (the console's stdin/stdout/stderr are inherited too), and a /tmp that is
   // the node's own disk rather than a tmpfs.
   spec.env.emplace();

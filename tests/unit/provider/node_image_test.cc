@@ -112,6 +112,79 @@ TEST(NodeImageKey, IndependentOfOrderButNotOfFraming) {
   EXPECT_NE(NodeImageKeyOf({{"a", "1"}, {"b", ""}}, "s"), NodeImageKeyOf({{"a", "1b"}}, "s"));
 }
 
+TEST(EksNodeImageKey, DiffersFromTheBaseAndFollowsEveryInput) {
+  const std::vector<RecipeFile> base = NodeImageRecipe(), eks = EksNodeImageRecipe();
+  const std::vector<RecipeFile> shas = {{"kubelet", "aa"}, {"kube-proxy", "bb"}};
+  const std::string key = EksNodeImageKeyOf(base, eks, shas, kNodeImageSuite);
+  EXPECT_THAT(key, ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_NE(key, NodeImageKey());
+  EXPECT_NE(key, EksNodeImageKeyOf(base, eks, {{"kubelet", "aa"}, {"kube-proxy", "bc"}},
+                                   kNodeImageSuite));
+  EXPECT_NE(key, EksNodeImageKeyOf(base, eks, {{"kubelet", "ab"}, {"kube-proxy", "bb"}},
+                                   kNodeImageSuite));
+  for (size_t i = 0; i < eks.size(); ++i) {
+    auto changed = eks;
+    changed[i].second += "\n";
+    EXPECT_NE(EksNodeImageKeyOf(base, changed, shas, kNodeImageSuite), key) << eks[i].first;
+  }
+  auto changed_base = base;
+  changed_base[0].second += "\n";
+  EXPECT_NE(EksNodeImageKeyOf(changed_base, eks, shas, kNodeImageSuite), key);
+  EXPECT_NE(EksNodeImageKeyOf(base, eks, shas, "trixie"), key);
+}
+
+TEST(EksNodeImageKey, HashesTheKubernetesBinariesItShips) {
+  char tmpl[] = "/tmp/hf-eks-key-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  NodeImageOptions options{"", "", nullptr};
+  options.variant = NodeImageVariant::kEks;
+  options.kubernetes_bin = dir;
+  // No binaries: the error says where and how to get them.
+  auto missing = NodeImageKeyFor(options);
+  ASSERT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()),
+              ::testing::AllOf(HasSubstr(dir + "/kubelet"), HasSubstr("scripts/kubernetes")));
+  std::ofstream(dir + "/kubelet") << "abc";
+  std::ofstream(dir + "/kube-proxy") << "";
+  // sha256("abc") and sha256(""), computed independently.
+  const std::vector<RecipeFile> shas = {
+      {"kubelet", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"kube-proxy", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}};
+  auto key = NodeImageKeyFor(options);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(*key, EksNodeImageKeyOf(NodeImageRecipe(), EksNodeImageRecipe(), shas,
+                                    kNodeImageSuite));
+  std::ofstream(dir + "/kube-proxy") << "x";
+  EXPECT_NE(*NodeImageKeyFor(options), *key);
+  options.variant = NodeImageVariant::kSlurm;
+  EXPECT_EQ(*NodeImageKeyFor(options), NodeImageKey());
+  // Find names the EKS build command.
+  options.variant = NodeImageVariant::kEks;
+  options.image_dir = dir + "/images";
+  auto found = FindNodeImage(options);
+  ASSERT_TRUE(absl::IsNotFound(found.status())) << found.status();
+  EXPECT_THAT(std::string(found.status().message()), HasSubstr("hyperfleet image build --eks"));
+  fs::remove_all(dir);
+}
+
+TEST(EksNodeImageRecipe, IsApartFromTheBaseRecipe) {
+  std::set<std::string> base, eks;
+  for (const auto& [path, content] : NodeImageRecipe()) base.insert(path);
+  for (const auto& [path, content] : EksNodeImageRecipe()) eks.insert(path);
+  for (const char* p : {"eks-layer.sh", "eks/packages.txt", "eks/pause.c", "eks/config.toml",
+                        "eks/cni.template", "eks/node/eks-prep.sh", "eks/node/import-images.sh",
+                        "eks/units/kubelet.service", "eks/units/hyperfleet-eks-prep.service",
+                        "eks/units/containerd-hyperfleet.conf"}) {
+    EXPECT_TRUE(eks.count(p)) << p;
+    EXPECT_FALSE(base.count(p)) << p;
+  }
+  EXPECT_TRUE(base.count("build.sh"));
+  EXPECT_FALSE(eks.count("build.sh"));
+  EXPECT_TRUE(IsEksRecipePath("eks/x"));
+  EXPECT_FALSE(IsEksRecipePath("eks-layer.sh.orig"));
+  EXPECT_FALSE(IsEksRecipePath("units/eks.service"));
+}
+
 TEST(NodeImageRecipe, HasTheBuildFilesAndPackages) {
   std::set<std::string> paths;
   for (const auto& [path, content] : NodeImageRecipe()) paths.insert(path);
@@ -229,7 +302,7 @@ TEST(RecipeRunner, FixedUmaskLocaleAndDirectory) {
 // The recipe scripts fix the umask themselves too, for a run by hand (their usage lines).
 TEST(NodeImageRecipe, ScriptsFixTheirUmask) {
   for (const auto& [path, content] : NodeImageRecipe()) {
-    if (path != "build.sh" && path != "ami-layer.sh") continue;
+    if (path != "build.sh" && path != "ami-layer.sh" && path != "eks-layer.sh") continue;
     EXPECT_THAT(content, HasSubstr("\numask 022\n")) << path;
   }
 }

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Runs in an EKS node before containerd and the kubelet (hyperfleet-eks-prep.service);
+# idempotent. Why each step: docs/kubernetes.md ("A kubelet inside a local node").
+set -eu
+# nspawn mounts the cgroup v1 controllers read-only inside the node's cgroup namespace;
+# runc and the kubelet create cgroups below the node's own.
+findmnt -rn -t cgroup,cgroup2 -o TARGET | while read -r target; do
+  mount -o remount,rw,bind "$target"
+done
+# The kubelet sets six global sysctls (the host's): /proc/sys stays read-only and it finds
+# them already holding its values, from read-only files bound over them in this node only.
+for f in /usr/lib/hyperfleet/eks/sysctl/*; do
+  target=/proc/sys/$(basename "$f" | tr . /)
+  [ -e "$target" ] || continue
+  mountpoint -q "$target" || mount --bind -o ro "$f" "$target"
+done
