@@ -272,6 +272,32 @@ TEST(NodeImageCache, PruneRemovesOnlyOtherKeys) {
   EXPECT_TRUE(fs::exists(root / "not-a-key"));
 }
 
+TEST(NodeImageCache, PruneKeepsTheEksImageOfTheKubernetesBinaries) {
+  TempDir dir;
+  fs::path root(dir.path());
+  fs::create_directories(root / "bin");
+  std::ofstream(root / "bin/kubelet") << "kubelet";
+  std::ofstream(root / "bin/kube-proxy") << "kube-proxy";
+  NodeImageOptions options{dir.path() + "/images", "", nullptr};
+  options.kubernetes_bin = dir.path() + "/bin";
+  options.variant = NodeImageVariant::kEks;
+  const std::string eks_key = *NodeImageKeyFor(options);
+  fs::create_directories(root / "images" / eks_key / "rootfs/etc");
+  fs::create_directories(root / "images" / NodeImageKey() / "rootfs/etc");
+  fs::create_directories(root / "images/0123456789abcdef/rootfs/etc");
+  EXPECT_TRUE(FindNodeImage(options).ok());
+  auto removed = PruneNodeImages(options);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_THAT(*removed, ::testing::ElementsAre("0123456789abcdef"));
+  EXPECT_TRUE(fs::exists(root / "images" / eks_key));
+  EXPECT_TRUE(fs::exists(root / "images" / NodeImageKey()));
+  // Other binaries: that EKS image is another key's, and goes.
+  std::ofstream(root / "bin/kubelet") << "newer";
+  removed = PruneNodeImages(options);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_THAT(*removed, ::testing::ElementsAre(eks_key));
+}
+
 // The recipe runs under umask 022 and LC_ALL=C whatever its caller's: with the caller's
 // umask 077 the image's /opt/slurm-* came out 0700 and slurmctld could not read
 // job_submit.lua. (tests/e2e/e2e_image_modes.py checks a whole build under umask 077.)
