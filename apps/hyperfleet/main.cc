@@ -5,6 +5,7 @@
 
 #include "hyperfleet/cli/agent_command.h"
 #include "hyperfleet/cli/auto_resume_command.h"
+#include "hyperfleet/cli/eks_control_plane_command.h"
 #include "hyperfleet/cli/image_command.h"
 #include "hyperfleet/cli/jobs_command.h"
 #include "hyperfleet/cli/machines_command.h"
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
 
   hf::cli::AddAgentCommand(app);
   hf::cli::AddAutoResumeCommand(app);
+  hf::cli::AddEksControlPlaneCommands(app);
   hf::cli::AddImageCommand(app);
   hf::cli::AddJobsCommand(app);
   hf::cli::AddLogsCommand(app);

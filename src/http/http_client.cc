@@ -370,7 +370,9 @@ StatusOr<HttpResponse> HttpClient::Send(const std::string& base_url, const HttpR
                                              "\" is not 64 hex digits"));
     }
   }
-  auto proxy = client::ProxyFor(*url, [](const char* name) -> std::optional<std::string> {
+  const bool direct = impl_->options.direct;
+  auto proxy = client::ProxyFor(*url, [direct](const char* name) -> std::optional<std::string> {
+    if (direct) return std::nullopt;  // as if no proxy variable were set
     const char* value = std::getenv(name);
     if (value == nullptr) return std::nullopt;
     return std::string(value);

@@ -1,4 +1,4 @@
-// Self-signed TLS identity with OpenSSL's API (no `openssl` program is run).
+// TLS identities and certificates with OpenSSL's API (no `openssl` program is run).
 #include "hyperfleet/http/tls_identity.h"
 
 #include <openssl/bio.h>
@@ -13,9 +13,12 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "hyperfleet/common/fs.h"
 
 namespace hf::http {
@@ -75,55 +78,63 @@ std::string SubjectAltName(std::string_view address) {
   return absl::StrCat(ip ? "IP:" : "DNS:", host);
 }
 
-// A new EC P-256 key and a self-signed certificate for `address`, as PEM.
-StatusOr<TlsIdentity> MakeIdentity(std::string_view address) {
-  Key key(EVP_EC_gen("P-256"));
-  if (!key) return OpenSslError("generate an EC P-256 key");
-  Cert cert(X509_new());
-  if (!cert) return OpenSslError("allocate a certificate");
-  X509_set_version(cert.get(), 2);  // v3: extensions
-  Bignum serial(BN_new());
-  if (!serial || !BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) ||
-      !BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(cert.get()))) {
-    return OpenSslError("make a certificate serial number");
+// Adds the extension `nid` = `value` (OpenSSL's config syntax) to `cert`.
+Status AddExtension(X509* cert, X509V3_CTX* ctx, int nid, const std::string& value) {
+  Ext ext(X509V3_EXT_conf_nid(nullptr, ctx, nid, value.c_str()));
+  if (!ext || !X509_add_ext(cert, ext.get(), -1)) {
+    return OpenSslError(absl::StrCat("add certificate extension ", value));
   }
-  // From a day ago: a machine whose clock is a little behind still takes it.
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -24L * 3600);
-  X509_time_adj_ex(X509_getm_notAfter(cert.get()), kValidDays, 0, nullptr);
-  X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("hyperfleet agent endpoint"),
-                             -1, -1, 0);
-  X509_set_issuer_name(cert.get(), name);
-  X509_set_pubkey(cert.get(), key.get());
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
-  const std::string san = SubjectAltName(address);
-  for (const auto& [nid, value] :
-       {std::pair<int, std::string>{NID_subject_alt_name, san},
-        {NID_basic_constraints, "critical,CA:FALSE"},
-        {NID_key_usage, "critical,digitalSignature"},
-        {NID_ext_key_usage, "serverAuth"}}) {
-    Ext ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
-    if (!ext || !X509_add_ext(cert.get(), ext.get(), -1)) {
-      return OpenSslError(absl::StrCat("add certificate extension ", value));
-    }
-  }
-  if (!X509_sign(cert.get(), key.get(), EVP_sha256())) return OpenSslError("sign the certificate");
+  return absl::OkStatus();
+}
 
+// The extensions of `request` as (nid, value) pairs; `issued`: signed by another CA.
+std::vector<std::pair<int, std::string>> Extensions(const CertificateRequest& request,
+                                                    bool issued) {
+  std::vector<std::pair<int, std::string>> out;
+  out.emplace_back(NID_subject_key_identifier, "hash");
+  if (issued) out.emplace_back(NID_authority_key_identifier, "keyid");
+  if (request.ca) {
+    out.emplace_back(NID_basic_constraints, "critical,CA:TRUE");
+    out.emplace_back(NID_key_usage, "critical,digitalSignature,keyCertSign,cRLSign");
+  } else {
+    out.emplace_back(NID_basic_constraints, "critical,CA:FALSE");
+    out.emplace_back(NID_key_usage, "critical,digitalSignature");
+    std::vector<std::string> usages;
+    if (request.server_auth) usages.push_back("serverAuth");
+    if (request.client_auth) usages.push_back("clientAuth");
+    out.emplace_back(NID_ext_key_usage, absl::StrJoin(usages, ","));
+  }
+  if (!request.alt_names.empty()) {
+    std::vector<std::string> sans;
+    for (const std::string& name : request.alt_names) sans.push_back(SubjectAltName(name));
+    out.emplace_back(NID_subject_alt_name, absl::StrJoin(sans, ","));
+  }
+  return out;
+}
+
+// The identity of `cert` and `key` as PEM.
+StatusOr<TlsIdentity> ToIdentity(X509* cert, EVP_PKEY* key) {
   TlsIdentity identity;
   Bio key_bio(BIO_new(BIO_s_mem())), cert_bio(BIO_new(BIO_s_mem()));
   if (!key_bio || !cert_bio ||
-      !PEM_write_bio_PrivateKey(key_bio.get(), key.get(), nullptr, nullptr, 0, nullptr,
-                                nullptr) ||
-      !PEM_write_bio_X509(cert_bio.get(), cert.get())) {
+      !PEM_write_bio_PrivateKey(key_bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) ||
+      !PEM_write_bio_X509(cert_bio.get(), cert)) {
     return OpenSslError("write PEM");
   }
   identity.private_key_pem = BioText(key_bio.get());
   identity.certificate_pem = BioText(cert_bio.get());
-  identity.sha256 = Fingerprint(cert.get());
+  identity.sha256 = Fingerprint(cert);
   return identity;
+}
+
+// A new EC P-256 key and a self-signed certificate for `address`, as PEM.
+StatusOr<TlsIdentity> MakeIdentity(std::string_view address) {
+  CertificateRequest request;
+  request.common_name = "hyperfleet agent endpoint";
+  request.alt_names = {std::string(address)};
+  request.server_auth = true;
+  request.valid_days = kValidDays;
+  return IssueCertificate(request, nullptr);
 }
 
 // The stored identity; FailedPrecondition naming the file when it is unusable.
@@ -183,6 +194,71 @@ StatusOr<TlsIdentity> LoadOrCreateTlsIdentity(const std::string& dir, std::strin
   HF_RETURN_IF_ERROR(WriteFileAtomically(key_path, identity.private_key_pem, kKeyMode));
   HF_RETURN_IF_ERROR(WriteFileAtomically(cert_path, identity.certificate_pem, 0644));
   return identity;
+}
+
+StatusOr<TlsIdentity> IssueCertificate(const CertificateRequest& request,
+                                       const TlsIdentity* issuer) {
+  if (request.common_name.empty()) {
+    return absl::InvalidArgumentError("certificate: the common name is empty");
+  }
+  if (!request.ca && !request.server_auth && !request.client_auth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("certificate ", request.common_name, ": neither server nor client use"));
+  }
+  Cert issuer_cert;
+  Key issuer_key;
+  if (issuer != nullptr) {
+    issuer_cert = ReadCertificate(issuer->certificate_pem);
+    issuer_key = ReadKey(issuer->private_key_pem);
+    if (!issuer_cert || !issuer_key) {
+      return absl::InvalidArgumentError("certificate: the issuer's PEM does not parse");
+    }
+  }
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return OpenSslError("generate an EC P-256 key");
+  Cert cert(X509_new());
+  if (!cert) return OpenSslError("allocate a certificate");
+  X509_set_version(cert.get(), 2);  // v3: extensions
+  Bignum serial(BN_new());
+  if (!serial || !BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) ||
+      !BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(cert.get()))) {
+    return OpenSslError("make a certificate serial number");
+  }
+  // From a day ago: a machine whose clock is a little behind still takes it.
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -24L * 3600);
+  X509_time_adj_ex(X509_getm_notAfter(cert.get()), static_cast<int>(request.valid_days), 0,
+                   nullptr);
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  auto add_entry = [name](const char* field, const std::string& value) {
+    X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8,
+                               reinterpret_cast<const unsigned char*>(value.c_str()), -1, -1, 0);
+  };
+  for (const std::string& org : request.organizations) add_entry("O", org);
+  add_entry("CN", request.common_name);
+  X509_set_issuer_name(cert.get(), issuer_cert ? X509_get_subject_name(issuer_cert.get()) : name);
+  X509_set_pubkey(cert.get(), key.get());
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer_cert ? issuer_cert.get() : cert.get(), cert.get(), nullptr,
+                 nullptr, 0);
+  for (const auto& [nid, value] : Extensions(request, issuer_cert != nullptr)) {
+    HF_RETURN_IF_ERROR(AddExtension(cert.get(), &ctx, nid, value));
+  }
+  EVP_PKEY* signer = issuer_key ? issuer_key.get() : key.get();
+  if (!X509_sign(cert.get(), signer, EVP_sha256())) return OpenSslError("sign the certificate");
+  return ToIdentity(cert.get(), key.get());
+}
+
+StatusOr<KeyPairPem> MakeEcKeyPair() {
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return OpenSslError("generate an EC P-256 key");
+  Bio priv(BIO_new(BIO_s_mem())), pub(BIO_new(BIO_s_mem()));
+  if (!priv || !pub ||
+      !PEM_write_bio_PrivateKey(priv.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) ||
+      !PEM_write_bio_PUBKEY(pub.get(), key.get())) {
+    return OpenSslError("write PEM");
+  }
+  return KeyPairPem{BioText(priv.get()), BioText(pub.get())};
 }
 
 StatusOr<std::string> CertificateSha256(std::string_view certificate_pem) {

@@ -19,6 +19,9 @@ struct HttpClientOptions {
   /// store (OpenSSL's default paths, /etc/ssl/certs; SSL_CERT_FILE / SSL_CERT_DIR replace
   /// them) and name the URL's host (DNS name or IP address); SNI is sent for names.
   std::string pinned_sha256;
+  /// True: never through a proxy, whatever the environment says (a server on this host,
+  /// e.g. a local Kubernetes apiserver, must not be sent to the server's egress proxy).
+  bool direct = false;
 };
 
 /// A small synchronous HTTP/1.1 client. It keeps one connection open between requests to

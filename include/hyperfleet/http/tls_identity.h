@@ -4,6 +4,7 @@
 // (the agent endpoint for machines: docs/nodes.md "The agent endpoint over TLS").
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hyperfleet/common/status.h"
 
@@ -31,5 +32,33 @@ StatusOr<TlsIdentity> LoadOrCreateTlsIdentity(const std::string& dir, std::strin
 /// `openssl x509 -noout -fingerprint -sha256` prints, without colons). Errors:
 /// InvalidArgument when it holds no certificate.
 StatusOr<std::string> CertificateSha256(std::string_view certificate_pem);
+
+/// What IssueCertificate puts in a certificate.
+struct CertificateRequest {
+  std::string common_name;                 ///< subject CN, e.g. "kube-apiserver" or a user
+  std::vector<std::string> organizations;  ///< subject O entries (Kubernetes: the groups)
+  /// subjectAltName entries: IP addresses or DNS names, as SubjectAltName takes them.
+  std::vector<std::string> alt_names;
+  bool ca = false;           ///< a CA (keyCertSign, CA:TRUE) rather than a leaf
+  bool server_auth = false;  ///< extendedKeyUsage serverAuth (leaf)
+  bool client_auth = false;  ///< extendedKeyUsage clientAuth (leaf)
+  long valid_days = 20 * 365;
+};
+
+/// A new EC P-256 key and a certificate for it made from `request`, valid from a day ago;
+/// signed by `issuer` (its certificate and key) or, when `issuer` is null, self-signed (a
+/// root CA). `sha256` is set as in TlsIdentity. Errors: InvalidArgument for an empty common
+/// name, an issuer whose PEM does not parse, or a leaf with neither usage; Internal for
+/// OpenSSL failures.
+StatusOr<TlsIdentity> IssueCertificate(const CertificateRequest& request,
+                                       const TlsIdentity* issuer);
+
+/// A new EC P-256 key pair as PEM: PKCS#8 private key and SubjectPublicKeyInfo public key
+/// (e.g. the key Kubernetes signs service-account tokens with). Errors: Internal.
+struct KeyPairPem {
+  std::string private_key_pem;  ///< a secret
+  std::string public_key_pem;
+};
+StatusOr<KeyPairPem> MakeEcKeyPair();
 
 }  // namespace hf::http

@@ -88,6 +88,19 @@ TEST_F(HttpClientTlsTest, PinMismatchIsRefusedNamingBothFingerprints) {
   EXPECT_TRUE(absl::StrContains(response.status().message(), url + "/secret"));
 }
 
+TEST_F(HttpClientTlsTest, DirectClientIgnoresTheProxyVariables) {
+  const Pem pem = MakeCertificate("apiserver", {"IP:127.0.0.1"}, nullptr);
+  const std::string url = Serve(pem);
+  // A proxy that refuses connections: whoever uses it fails.
+  ScopedEnv proxied({{"https_proxy", "http://127.0.0.1:1"}, {"all_proxy", "http://127.0.0.1:1"}});
+  HttpClient via_proxy(HttpClientOptions{Sha256(pem)});
+  EXPECT_FALSE(via_proxy.Send(url, HttpRequest{"GET", "/", {}, ""}, 10).ok());
+  HttpClient direct(HttpClientOptions{Sha256(pem), /*direct=*/true});
+  auto response = direct.Send(url, HttpRequest{"POST", "/readyz", {}, "ok"}, 10);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->body, "ok");
+}
+
 TEST_F(HttpClientTlsTest, MalformedPinIsInvalidArgument) {
   HttpClient client(HttpClientOptions{"abc123"});
   auto response = client.Send("https://127.0.0.1:1", HttpRequest{"GET", "/", {}, ""}, 5);

@@ -1,0 +1,12 @@
+#pragma once
+// `hyperfleet eks-control-plane ensure|status|remove|list`: one host's EKS control planes
+// driven by hand (tests, debugging), and the hidden `eks-control-plane-supervisor <dir>`
+// that eks::ProcessControlPlanes starts, one per control plane.
+#include <CLI/CLI.hpp>
+
+namespace hf::cli {
+
+/// Registers both subcommands on `app` (the supervisor hidden from --help).
+void AddEksControlPlaneCommands(CLI::App& app);
+
+}  // namespace hf::cli

@@ -1,0 +1,205 @@
+"""EKS control planes on this host (eks::ProcessControlPlanes, driven through
+`hyperfleet eks-control-plane`): two real Kubernetes control planes at once, each ready with
+its bootstrap bindings and usable with kubectl; a second process adopts them instead of
+starting another set; a killed component comes back; remove leaves no process and no data.
+Prints the time from ensure to READY and the RSS of every process."""
+
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+K8S_BIN = os.environ.get("HYPERFLEET_KUBERNETES_BIN",
+                         "/var/lib/hyperfleet/kubernetes/current/bin")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ENV = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+
+
+def kubectl_binary():
+    own = os.path.join(K8S_BIN, "kubectl")
+    return own if os.access(own, os.X_OK) else shutil.which("kubectl")
+
+
+def processes_under(directory):
+    """{pid: program name (argv[0]'s base name)} of processes whose working directory is
+    `directory` or below."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                comm = os.path.basename(f.read().split(b"\0")[0].decode())
+        except OSError:
+            continue
+        if cwd == directory or cwd.startswith(directory + "/"):
+            found[int(entry)] = comm
+    return found
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class EksControlPlaneTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        missing = [b for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+                   if not os.access(os.path.join(K8S_BIN, b), os.X_OK)]
+        if missing or not shutil.which("etcd") or not kubectl_binary():
+            raise unittest.SkipTest(f"no Kubernetes binaries in {K8S_BIN} (scripts/kubernetes "
+                                    "builds them) or no etcd/kubectl")
+        cls.data_dir = tempfile.mkdtemp(prefix="hf-eks-cp-")
+
+    @classmethod
+    def tearDownClass(cls):
+        for name in ("alpha", "beta"):
+            cls.cp("remove", name, check=False)
+        shutil.rmtree(cls.data_dir, ignore_errors=True)
+
+    @classmethod
+    def cp(cls, action, name, *extra, check=True):
+        """Runs `hyperfleet eks-control-plane ACTION NAME`; its JSON answer (ensure, status)."""
+        argv = [harness.BINARY, "eks-control-plane", action, name, "--data-dir", cls.data_dir,
+                "--kubernetes-bin", K8S_BIN, *extra]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=ENV)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{argv} failed ({proc.returncode}): {proc.stdout}{proc.stderr}")
+        return json.loads(proc.stdout) if action in ("ensure", "status") and proc.stdout else None
+
+    def dir_of(self, name):
+        return os.path.join(self.data_dir, "eks", name)
+
+    def kubectl(self, name, *args):
+        proc = subprocess.run(
+            [kubectl_binary(), "--kubeconfig", os.path.join(self.dir_of(name), "admin.kubeconfig"),
+             *args], capture_output=True, text=True, timeout=60, env=ENV)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return proc.stdout
+
+    def components(self, name):
+        """{component: pid} of the control plane `name`, each exactly once."""
+        by_name = {}
+        for pid, comm in processes_under(self.dir_of(name)).items():
+            by_name.setdefault(comm, []).append(pid)
+        for comm in COMPONENTS:
+            self.assertEqual(len(by_name.get(comm, [])), 1, f"{name}: {by_name}")
+        return {comm: by_name[comm][0] for comm in COMPONENTS}
+
+    def test_two_control_planes(self):
+        # Both at once, each with its own ports and pod range, each READY.
+        took = {}
+        for name in ("alpha", "beta"):
+            start = time.monotonic()
+            status = self.cp("ensure", name, "--wait", "180")
+            took[name] = time.monotonic() - start
+            self.assertEqual(status["phase"], "READY", status)
+            self.assertTrue(status["served_version"].startswith("v1."), status)
+            print(f"{name}: ensure -> READY in {took[name]:.1f} s, "
+                  f"{status['served_version']} at {status['endpoint']}")
+        plans = {n: json.loads(read(os.path.join(self.dir_of(n), "control-plane.json")))
+                 for n in ("alpha", "beta")}
+        ports = [set(p["ports"].values()) for p in plans.values()]
+        self.assertEqual(len(ports[0] | ports[1]), 14, plans)
+        self.assertNotEqual(plans["alpha"]["pod_cidr"], plans["beta"]["pod_cidr"])
+        self.assertEqual(oct(os.stat(self.dir_of("alpha")).st_mode & 0o777), "0o700")
+
+        for name in ("alpha", "beta"):
+            # The endpoint as clients get it: its certificate names the host address.
+            status = self.cp("status", name)
+            context = ssl.create_default_context(
+                cafile=os.path.join(self.dir_of(name), "pki", "ca.crt"))
+            with urllib.request.urlopen(status["endpoint"] + "/readyz", context=context,
+                                        timeout=10) as r:
+                self.assertEqual(r.read(), b"ok")
+            namespaces = self.kubectl(name, "get", "ns", "-o", "name")
+            self.assertIn("namespace/kube-system", namespaces)
+            for group, role in (("hyperfleet:eks:admin", "admin"),
+                                ("hyperfleet:eks:edit", "edit"),
+                                ("hyperfleet:eks:view", "view")):
+                binding = json.loads(self.kubectl(name, "get", "clusterrolebinding", group,
+                                                  "-o", "json"))
+                self.assertEqual(binding["roleRef"]["name"], role)
+                self.assertEqual(binding["subjects"][0]["name"], group)
+
+        # Another process (a restarted server) adopts them: nothing new is started.
+        before = {n: self.components(n) for n in ("alpha", "beta")}
+        pid_file = os.path.join(self.dir_of("alpha"), "supervisor.pid")
+        supervisor = read(pid_file)
+        self.assertEqual(self.cp("ensure", "alpha")["phase"], "READY")
+        self.assertEqual(read(pid_file), supervisor)
+        self.assertEqual({n: self.components(n) for n in ("alpha", "beta")}, before)
+
+        # Memory of each process, while both run.
+        for name in ("alpha", "beta"):
+            pids = processes_under(self.dir_of(name))
+            figures = ", ".join(f"{comm} {rss_kib(pid) / 1024:.0f} MiB"
+                                for pid, comm in sorted(pids.items(), key=lambda p: p[1]))
+            print(f"{name} RSS: {figures}")
+
+        # A component that dies is started again by the supervisor.
+        os.kill(before["alpha"]["kube-scheduler"], signal.SIGKILL)
+        harness.wait_until(
+            lambda: self.components("alpha")["kube-scheduler"] != before["alpha"]["kube-scheduler"],
+            timeout=30, what="a new kube-scheduler")
+
+        # A killed supervisor: FAILED; ensure ends its orphaned components and starts anew.
+        os.kill(int(read(os.path.join(self.dir_of("beta"), "supervisor.pid"))), signal.SIGKILL)
+        harness.wait_until(lambda: self.cp("status", "beta", check=False)["phase"] == "FAILED",
+                           timeout=10, what="beta FAILED")
+        self.assertEqual(self.cp("ensure", "beta", "--wait", "180")["phase"], "READY")
+        restarted = self.components("beta")
+        self.assertFalse(set(restarted.values()) & set(before["beta"].values()), restarted)
+        before["beta"] = restarted
+
+        # remove: no process, no directory; the other is untouched until removed too.
+        self.cp("remove", "alpha")
+        self.assertFalse(os.path.exists(self.dir_of("alpha")))
+        self.assertEqual(processes_under(self.dir_of("alpha")), {})
+        self.assertEqual(self.cp("status", "alpha")["phase"], "ABSENT")
+        self.assertEqual(self.components("beta"), before["beta"])
+        self.cp("remove", "beta")
+        self.assertEqual(processes_under(self.dir_of("beta")), {})
+        self.assertFalse(os.path.exists(self.dir_of("beta")))
+        leftovers = [p for p in os.listdir("/proc") if p.isdigit() and self._names(p)]
+        self.assertEqual(leftovers, [])
+
+    def _names(self, pid):
+        """True when process `pid`'s command line names this test's data directory."""
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return self.data_dir.encode() in f.read()
+        except OSError:
+            return False
+
+    def test_bad_name_is_refused(self):
+        proc = subprocess.run([harness.BINARY, "eks-control-plane", "ensure", "../x",
+                               "--data-dir", self.data_dir, "--kubernetes-bin", K8S_BIN],
+                              capture_output=True, text=True, timeout=30, env=ENV)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("name ../x", proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.data_dir, "x")))
+
+
+if __name__ == "__main__":
+    harness.main()
