@@ -17,7 +17,8 @@ build). It is then found on this machine (host side) or in the node image's pack
 (node side), mapped to its package with `dpkg -S`, and accepted only when that package is
 
   host: Essential or Priority required, or named by scripts/setup (or installed by the
-        script that runs it, e.g. debootstrap before an image build);
+        script that runs it, e.g. debootstrap before an image build), or one of the
+        Kubernetes binaries scripts/kubernetes builds from Debian's source package;
   node: Essential or Priority required (debootstrap --variant=minbase installs those), or
         named in data/node-image/packages.txt (or eks/packages.txt), or a dependency of one
         of those.
@@ -282,6 +283,16 @@ def setup_packages(repo):
     return names
 
 
+def kubernetes_binaries(repo):
+    """The programs scripts/kubernetes builds from Debian's source into its cache (its
+    `binaries=(...)` list): on the host they come from there, run by path from that cache."""
+    script = repo / "scripts/kubernetes"
+    if not script.is_file():
+        return set()
+    m = re.search(r"^binaries=\(([^)]*)\)", script.read_text(), re.M)
+    return set(m.group(1).split()) if m else set()
+
+
 def image_packages(repo):
     """The node images' package lists: the base image's and the EKS image's additions (a
     program of the EKS layer may come from either; Slurm-side files run on both)."""
@@ -354,11 +365,15 @@ def check(repo, binary=None, list_only=False):
     image = image_root(binary)
     eks_image = image_root(binary, eks=True)  # a superset of the base image
     node_ok = with_dependencies(image_packages(repo)) | (base_packages(image) if image else set())
+    built = kubernetes_binaries(repo)
     problems, notes, rows = [], [], []
     for (program, where), sources in sorted(found.items()):
         used_in = ", ".join(sorted(sources)[:3])
         if program == "hyperfleet":
             continue  # our own binary
+        if where == "host" and program in built:
+            rows.append(f"{where:4} {program:24} {'scripts/kubernetes':24} {used_in}")
+            continue  # built from Debian's kubernetes source package by scripts/kubernetes
         root = image if where == "node" else "/"
         # Programs only the EKS layer's node scripts run are in the EKS image only.
         eks_only = all(src.startswith("data/node-image/eks/") for src in sources)

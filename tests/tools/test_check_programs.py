@@ -110,6 +110,15 @@ class WholeRepo(unittest.TestCase):
         self.assertIn("hf-no-such-tool", problems[0])
         self.assertIn("not found on this machine", problems[0])
 
+    def test_kubernetes_binaries_come_from_scripts_kubernetes(self):
+        root = self.make_repo("iproute2")
+        write(root, "scripts/kubernetes", "#!/bin/bash\nbinaries=(kube-apiserver kubectl)\n",
+              0o755)
+        write(root, "src/eks/x.cc", 'RunOk({"kubectl", "apply"});\nRunOk({"kubeadm", "x"});\n')
+        problems, _, _ = check_programs.check(root)
+        self.assertEqual(len(problems), 1, problems)  # kubeadm: not built, not on this machine
+        self.assertIn("kubeadm (host; used in src/eks/x.cc)", problems[0])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -149,11 +149,8 @@ class ProcessControlPlanes final : public ControlPlanes {
     return absl::StrCat(options_.data_dir, "/", AbslView(name));
   }
 
-  std::string kubectl() const {
-    const std::string own = options_.kubernetes_bin_dir + "/kubectl";
-    if (IsExecutable(own)) return own;
-    return FindProgram("kubectl").value_or(own);
-  }
+  // The bin dir's own (scripts/kubernetes builds it with the rest): a fresh host has no other.
+  std::string kubectl() const { return options_.kubernetes_bin_dir + "/kubectl"; }
 
   // The binaries, and the release kube-apiserver says it is.
   StatusOr<Binaries> findBinaries() const {
