@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
   srv->add_option("--s3-endpoint-url", server.s3_endpoint_url,
                   "S3-compatible endpoint for lifecycle scripts (signed with AWS_ACCESS_KEY_ID/"
                   "AWS_SECRET_ACCESS_KEY); default: the local bucket directory <data-dir>/s3");
+  srv->add_option("--kubernetes-dir", server.kubernetes_dir,
+                  "Directory of the Kubernetes binaries EKS clusters' control planes run "
+                  "(kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); "
+                  "default: where scripts/kubernetes builds them");
   srv->add_option("--access-key-id", server.access_key_id, "Also accept this access key id");
   srv->add_option("--secret-access-key", server.secret_access_key,
                   "Secret of --access-key-id");

@@ -35,6 +35,11 @@
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/paths.h"
 #include "hyperfleet/control/cluster_controller.h"
+#include "hyperfleet/eks/eks_controller.h"
+#include "hyperfleet/eks/eks_operations.h"
+#include "hyperfleet/eks/process_control_planes.h"
+#include "hyperfleet/eks/token_webhook.h"
+#include "hyperfleet/common/strings.h"
 #include "hyperfleet/control/governance_loop.h"
 #include "hyperfleet/http/http_server.h"
 #include "hyperfleet/http/tls_identity.h"
@@ -395,6 +400,14 @@ class Server {
   std::unique_ptr<api::GovernanceOperations> governance_;
   std::unique_ptr<logs::LogOperations> log_operations_;
   std::unique_ptr<jobsapi::JobsService> jobs_service_;
+  /// EKS clusters: their API operations, the control planes behind them, the controller
+  /// (made once the API listens: it tells control planes the token webhook's URL) and the
+  /// token webhook their apiservers call.
+  std::unique_ptr<eks::EksOperations> eks_operations_;
+  std::unique_ptr<eks::ControlPlanes> control_planes_;
+  std::atomic<eks::EksController*> eks_controller_ptr_{nullptr};
+  std::unique_ptr<eks::EksController> eks_controller_;
+  std::unique_ptr<eks::TokenWebhook> token_webhook_;
   /// The machine registry (`hyperfleet machines`), its inventory (the ssh provider draws
   /// from it) and its API operations.
   std::unique_ptr<machines::MachineRegistry> machine_registry_;
@@ -609,6 +622,23 @@ Status Server::WireApi() {
   // hyperfleet machines
   machines_service_ = std::make_unique<machines::MachinesService>(*machine_registry_);
   handler_->addService(*machines_service_);
+  // EKS (REST-JSON on the same endpoint); its controller wakes after each accepted write.
+  eks::EksConfig eks_config;
+  eks_config.region = flags_.region;
+  eks_config.account_id = flags_.account_id;
+  eks_operations_ = std::make_unique<eks::EksOperations>(
+      *store_, clock_, ids_, eks_config, [this](const std::string&) {
+        if (auto* c = eks_controller_ptr_.load()) c->wake();
+      });
+  handler_->addService(*eks_operations_);
+  token_webhook_ = std::make_unique<eks::TokenWebhook>(
+      *store_,
+      [credentials = &*credentials_](std::string_view key) { return credentials->secretFor(key); },
+      clock_, flags_.region, flags_.account_id);
+  eks::ProcessControlPlanesOptions planes;
+  planes.data_dir = data_dir_ + "/eks";
+  if (!flags_.kubernetes_dir.empty()) planes.kubernetes_bin_dir = flags_.kubernetes_dir;
+  control_planes_ = eks::MakeProcessControlPlanes(planes);
   return absl::OkStatus();
 }
 
@@ -626,11 +656,26 @@ Status Server::Listen(const CheckedFlags& checked) {
       [credentials = &*credentials_](std::string_view key) { return credentials->secretFor(key); },
       clock_, session_options);
   sessions_->install(http_options_);
-  HF_ASSIGN_OR_RETURN(server_, http::HttpServer::Start(
-                                   http_options_, [handler = handler_.get()](http::HttpRequest&& r) {
-                                     return handler->handle(std::move(r));
-                                   }));
+  HF_ASSIGN_OR_RETURN(
+      server_, http::HttpServer::Start(http_options_, [handler = handler_.get(),
+                                                       webhook = token_webhook_.get()](
+                                                          http::HttpRequest&& r) {
+        // The EKS token webhook is asked by apiservers, outside SigV4 (docs/kubernetes.md).
+        if (eks::TokenWebhook::Handles(r)) return webhook->handle(r);
+        return handler->handle(std::move(r));
+      }));
   controller_->start();
+  // Control planes on this host reach the webhook on loopback when the API listens on all
+  // addresses.
+  const std::string& host = checked.listen.first;
+  const std::string webhook_host = host.empty() || host == "0.0.0.0" ? "127.0.0.1" : host;
+  eks::EksController::Options eks_options;
+  eks_options.token_webhook_prefix = absl::StrCat("http://", webhook_host, ":", server_->port(),
+                                                  AbslView(eks::kTokenWebhookPath));
+  eks_controller_ = std::make_unique<eks::EksController>(*store_, *control_planes_, clock_,
+                                                         eks_options);
+  eks_controller_->start();
+  eks_controller_ptr_ = eks_controller_.get();
   std::printf("hyperfleet server listening on http://%s:%u (data dir %s, provider %s)\n",
               checked.listen.first.c_str(), server_->port(), data_dir_.c_str(),
               flags_.provider.c_str());
@@ -646,6 +691,8 @@ void Server::WaitAndStop(const sigset_t& stop_signals) {
   if (agent_server_) agent_server_->stop();
   sessions_->stop();
   controller_->stop();
+  eks_controller_ptr_ = nullptr;
+  if (eks_controller_) eks_controller_->stop();
 }
 
 }  // namespace

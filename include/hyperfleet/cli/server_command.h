@@ -45,6 +45,8 @@ struct ServerFlags {
   std::vector<std::string> node_egress_allow;  ///< nat: the only outside IPv4 CIDRs (empty: any)
   // lifecycle bundles
   std::string s3_endpoint_url;             ///< S3-compatible endpoint; empty: <data-dir>/s3
+  // EKS clusters' control planes (eks::MakeProcessControlPlanes, docs/kubernetes.md)
+  std::string kubernetes_dir;              ///< Kubernetes binaries; empty: scripts/kubernetes'
 };
 
 /// Runs the control plane until SIGINT or SIGTERM. Prints one line
