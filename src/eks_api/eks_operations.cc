@@ -195,6 +195,12 @@ StatusOr<json> EksOperations::createCluster(const json& in, std::string_view cal
   c.auth_mode = store::ParseEksAuthMode(access.value("authenticationMode", "CONFIG_MAP"))
                     .value_or(store::EksAuthMode::kConfigMap);
   c.bootstrap_admin = access.value("bootstrapClusterCreatorAdminPermissions", true);
+  if (c.auth_mode == store::EksAuthMode::kConfigMap && !c.bootstrap_admin) {
+    // EKS's own rule (its answer, word for word): without access entries nobody could get in.
+    return InvalidParameter(
+        "bootstrapClusterCreatorAdminPermissions must be true if cluster authentication mode is "
+        "set to CONFIG_MAP");
+  }
   c.status = EksClusterStatus::kCreating;
   c.created_at = clock_.now();
   if (auto tags = in.find("tags"); tags != in.end()) {

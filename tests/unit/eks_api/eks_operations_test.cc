@@ -126,7 +126,17 @@ TEST_F(EksOperationsTest, CreateClusterErrors) {
   EXPECT_EQ(a.type, "InvalidParameterException");
   a = Send("POST", "/clusters", Json{{"name", "c4"}});  // required members
   EXPECT_EQ(a.type, "InvalidParameterException");
-  EXPECT_EQ(store_->eksClusters()->size(), 1u);  // refused requests changed nothing
+  a = Create("c5", {{"accessConfig", {{"authenticationMode", "CONFIG_MAP"},
+                                      {"bootstrapClusterCreatorAdminPermissions", false}}}});
+  EXPECT_EQ(a.type, "InvalidParameterException");
+  EXPECT_EQ(a.body["message"],
+            "bootstrapClusterCreatorAdminPermissions must be true if cluster authentication mode "
+            "is set to CONFIG_MAP");
+  EXPECT_EQ(Create("c6", {{"accessConfig", {{"authenticationMode", "API"},
+                                            {"bootstrapClusterCreatorAdminPermissions", false}}}})
+                .status,
+            200);
+  EXPECT_EQ(store_->eksClusters()->size(), 2u);  // refused requests changed nothing
 }
 
 TEST_F(EksOperationsTest, DescribeListDelete) {
