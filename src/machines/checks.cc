@@ -1,8 +1,6 @@
 // Registration's pure decisions: see include/hyperfleet/machines/checks.h.
 #include "hyperfleet/machines/checks.h"
 
-#include <arpa/inet.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -11,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/strings.h"
 
 namespace hf::machines {
@@ -160,8 +159,7 @@ bool IsIpv4(std::string_view text) {
   for (char c : text) {
     if (!(absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '.')) return false;
   }
-  in_addr a{};
-  return ::inet_pton(AF_INET, std::string(text).c_str(), &a) == 1;
+  return ParseIpv4(text).has_value();
 }
 
 Status CheckHost(std::string_view host, std::string_view field) {

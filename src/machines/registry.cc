@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/strings.h"
 #include "hyperfleet/machines/checks.h"
 #include "hyperfleet/ssh/ssh_client.h"
@@ -138,9 +139,9 @@ StatusOr<MachineRegistry::Staged> MachineRegistry::stage(
 // Why `ipv4` cannot be a machine's own address ("" when it can): loopback, unspecified,
 // broadcast, multicast or link-local (RFC 1122, RFC 3927, RFC 5771).
 static std::string SpecialAddress(const std::string& ipv4) {
-  in_addr a{};
-  if (::inet_pton(AF_INET, ipv4.c_str(), &a) != 1) return "not an IPv4 address";
-  const uint32_t ip = ntohl(a.s_addr);
+  const std::optional<uint32_t> parsed = ParseIpv4(ipv4);
+  if (!parsed) return "not an IPv4 address";
+  const uint32_t ip = *parsed;
   if ((ip >> 24) == 127) return "a loopback address (this host)";
   if ((ip >> 24) == 0) return "an unspecified address";
   if (ip == 0xffffffffu) return "the broadcast address";

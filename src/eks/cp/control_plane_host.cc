@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/http/http_client.h"
 #include "hyperfleet/http/tls_identity.h"
 
@@ -51,9 +52,8 @@ std::vector<std::string> Ipv4Addresses() {
         (ifa->ifa_flags & IFF_UP) == 0) {
       continue;
     }
-    char buf[INET_ADDRSTRLEN] = {};
     const auto* sin = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr);
-    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr) out.push_back(buf);
+    out.push_back(Ipv4Text(ntohl(sin->sin_addr.s_addr)));
   }
   freeifaddrs(list);
   return out;

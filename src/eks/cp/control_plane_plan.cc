@@ -1,16 +1,13 @@
 // The deciding part of the EKS control planes (control_plane_plan.h): pure functions only.
 #include "hyperfleet/eks/control_plane_plan.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
-#include <cstdint>
 #include <regex>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/strings.h"
 
 namespace hf::eks {
@@ -18,34 +15,19 @@ namespace {
 
 constexpr int kPortCount = 7;
 
-struct Cidr {
-  uint32_t network = 0;  // host order, host bits cleared
-  int prefix = 0;
-};
-
-std::optional<Cidr> ParseCidr(std::string_view text) {
-  const std::vector<std::string> parts = absl::StrSplit(AbslView(text), '/');
-  int prefix = -1;
-  in_addr addr{};
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &prefix) || prefix < 1 || prefix > 30 ||
-      inet_pton(AF_INET, parts[0].c_str(), &addr) != 1) {
+// A Service or pod range: "a.b.c.d/n" with the "/n" written and n 1 to 30 (a range needs
+// room for a network, a first address and more); host bits cleared.
+std::optional<Ipv4Prefix> ParseRange(std::string_view text) {
+  const auto range = ParseIpv4Prefix(text);
+  if (!range || text.find('/') == std::string_view::npos || range->second < 1 ||
+      range->second > 30) {
     return std::nullopt;
   }
-  const uint32_t mask = prefix == 0 ? 0 : ~uint32_t{0} << (32 - prefix);
-  return Cidr{ntohl(addr.s_addr) & mask, prefix};
+  return range;
 }
 
-bool Overlaps(const Cidr& a, const Cidr& b) {
-  const int prefix = std::min(a.prefix, b.prefix);
-  const uint32_t mask = ~uint32_t{0} << (32 - prefix);
-  return (a.network & mask) == (b.network & mask);
-}
-
-std::string Dotted(uint32_t host_order) {
-  in_addr addr{htonl(host_order)};
-  char buf[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &addr, buf, sizeof(buf));
-  return buf;
+bool Overlaps(const Ipv4Prefix& a, const Ipv4Prefix& b) {
+  return PrefixesOverlap(a.first, a.second, b.first, b.second);
 }
 
 Status BadServiceCidr(std::string_view cidr) {
@@ -88,15 +70,15 @@ std::vector<int> PortList(const ControlPlanePorts& p) {
 
 StatusOr<std::string> ChoosePodCidr(const std::vector<std::string>& used,
                                     std::string_view service_cidr) {
-  const auto service = ParseCidr(service_cidr);
+  const auto service = ParseRange(service_cidr);
   if (!service) return BadServiceCidr(service_cidr);
   for (int n = 200; n <= 254; ++n) {
     const std::string candidate = absl::StrCat("10.", n, ".0.0/16");
-    const Cidr range = *ParseCidr(candidate);
+    const Ipv4Prefix range = *ParseRange(candidate);
     if (Overlaps(range, *service)) continue;
     bool taken = false;
     for (const std::string& other : used) {
-      const auto o = ParseCidr(other);
+      const auto o = ParseRange(other);
       if (o && Overlaps(range, *o)) taken = true;
     }
     if (!taken) return candidate;
@@ -105,9 +87,9 @@ StatusOr<std::string> ChoosePodCidr(const std::vector<std::string>& used,
 }
 
 StatusOr<std::string> FirstServiceIp(std::string_view service_cidr) {
-  const auto cidr = ParseCidr(service_cidr);
+  const auto cidr = ParseRange(service_cidr);
   if (!cidr) return BadServiceCidr(service_cidr);
-  return Dotted(cidr->network + 1);
+  return Ipv4Text(cidr->first + 1);
 }
 
 StatusOr<std::vector<std::string>> ApiserverAltNames(

@@ -1,9 +1,9 @@
 #include "provider/local/address_pool.h"
 
 #include "absl/strings/str_cat.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/strings.h"
 #include "provider/local/cluster_network.h"
-#include "provider/local/ipv4.h"
 
 namespace hf::provider::local {
 

@@ -18,8 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/subprocess.h"
-#include "provider/local/ipv4.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider::local {

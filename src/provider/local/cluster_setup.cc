@@ -11,21 +11,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/random.h"
 #include "hyperfleet/common/subprocess.h"
 #include "provider/local/imds.h"
-#include "provider/local/ipv4.h"
 #include "provider/local/local_provider_impl.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
 namespace fs = std::filesystem;
-using local::Ipv4Text;
 using local::kSubnetBits;
 using local::kSubnetSize;
 using local::LinkExists;
 using local::NetnsExists;
-using local::ParseIpv4Prefix;
 using local::RunOk;
 
 StatusOr<LocalProvider::Impl::NetInfo> LocalProvider::Impl::ensureCluster(const std::string& cluster_id) {

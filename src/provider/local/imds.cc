@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "provider/local/ipv4.h"
+#include "hyperfleet/common/ipv4.h"
 
 namespace hf::provider::local {
 

@@ -21,12 +21,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/random.h"
 #include "hyperfleet/common/subprocess.h"
 #include "provider/local/address_pool.h"
 #include "provider/local/ami_facts.h"
 #include "provider/local/cluster_network.h"
-#include "provider/local/ipv4.h"
 #include "provider/local/local_provider_impl.h"
 #include "provider/local/sys.h"
 
@@ -36,7 +36,6 @@ using namespace std::chrono_literals;
 using local::kSubnetBits;
 using local::LinkExists;
 using local::NetnsExists;
-using local::ParseIpv4Prefix;
 
 // ---- names -------------------------------------------------------------------------------
 

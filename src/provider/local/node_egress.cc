@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "provider/local/ipv4.h"
+#include "hyperfleet/common/ipv4.h"
 
 namespace hf::provider::local {
 namespace {

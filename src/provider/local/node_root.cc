@@ -18,16 +18,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/random.h"
-#include "provider/local/ipv4.h"
 #include "provider/local/local_provider_impl.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider {
 namespace fs = std::filesystem;
-using local::Ipv4Text;
 using local::kSubnetBits;
-using local::ParseIpv4;
 
 Status LocalProvider::Impl::mountOverlay(const NodeRec& rec) {
   const std::string dir = nodeDir(rec.spec.instance_id);

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace hf::eks {
 namespace {
 using ::testing::Contains;
@@ -51,6 +53,29 @@ TEST(ChoosePodCidrTest, BadServiceCidrNamesTheField) {
     EXPECT_TRUE(absl::IsInvalidArgument(cidr.status())) << bad;
     EXPECT_THAT(cidr.status().message(), HasSubstr("serviceCidr")) << bad;
   }
+}
+
+// The service range takes /1 to /30 with an explicit length; the exact message is the API's.
+TEST(ChoosePodCidrTest, ServiceCidrBoundsAndMessage) {
+  for (const char* bad : {"10.100.0.0/0", "10.100.0.0/31", "10.100.0.0/32", "10.100.0.0/",
+                          "10.100.0.0/16/1", "10.100.0/16"}) {
+    auto cidr = ChoosePodCidr({}, bad);
+    EXPECT_EQ(cidr.status(), absl::InvalidArgumentError(absl::StrCat(
+                                 "serviceCidr ", bad,
+                                 " is not an IPv4 CIDR block with a prefix of /1 to /30")));
+    EXPECT_EQ(FirstServiceIp(bad).status(), cidr.status()) << bad;
+  }
+  EXPECT_EQ(*ChoosePodCidr({}, "128.0.0.0/1"), "10.200.0.0/16");
+  EXPECT_EQ(*ChoosePodCidr({}, "10.200.0.4/30"), "10.201.0.0/16");
+  EXPECT_EQ(*FirstServiceIp("10.100.7.9/16"), "10.100.0.1");  // host bits cleared
+}
+
+// Used ranges that are not /1 to /30 blocks are ignored, as they always were.
+TEST(ChoosePodCidrTest, UsedEntriesOutsideTheBoundsAreIgnored) {
+  auto cidr = ChoosePodCidr(
+      {"10.200.0.0/30", "junk", "10.201.0.0/32", "10.202.0.1", "0.0.0.0/0"}, "10.100.0.0/16");
+  ASSERT_TRUE(cidr.ok()) << cidr.status();
+  EXPECT_EQ(*cidr, "10.201.0.0/16");
 }
 
 TEST(ChoosePodCidrTest, AllTakenIsResourceExhausted) {

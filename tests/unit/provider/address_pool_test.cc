@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "provider/local/ipv4.h"
+#include "hyperfleet/common/ipv4.h"
 
 namespace hf::provider::local {
 namespace {

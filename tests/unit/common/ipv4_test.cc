@@ -1,10 +1,10 @@
-// IPv4 helpers of the local provider (src/provider/local/ipv4.h): parsing, overlap, and the
-// choice of a cluster's /22, by hand-computed cases.
-#include "provider/local/ipv4.h"
+// The shared IPv4 helpers (hyperfleet/common/ipv4.h): parsing, overlap, and the choice of a
+// free subnet (the local provider's cluster /22), by hand-computed cases.
+#include "hyperfleet/common/ipv4.h"
 
 #include <gtest/gtest.h>
 
-namespace hf::provider::local {
+namespace hf {
 namespace {
 
 TEST(Ipv4Test, ParsesAndPrints) {
@@ -42,4 +42,4 @@ TEST(Ipv4Test, FirstFreeSubnetSkipsWhatIsTaken) {
 }
 
 }  // namespace
-}  // namespace hf::provider::local
+}  // namespace hf

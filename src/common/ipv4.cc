@@ -1,4 +1,4 @@
-#include "provider/local/ipv4.h"
+#include "hyperfleet/common/ipv4.h"
 
 #include <arpa/inet.h>
 
@@ -6,7 +6,7 @@
 
 #include "absl/strings/numbers.h"
 
-namespace hf::provider::local {
+namespace hf {
 
 std::string Ipv4Text(uint32_t addr) {
   in_addr a{htonl(addr)};
@@ -57,4 +57,4 @@ std::optional<uint32_t> FirstFreeSubnet(Ipv4Prefix pool, int bits,
   return std::nullopt;
 }
 
-}  // namespace hf::provider::local
+}  // namespace hf
