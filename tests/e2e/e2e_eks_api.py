@@ -152,12 +152,13 @@ class EksApiTest(unittest.TestCase):
         self.assertEqual(len(all_policies), 4)
 
 
-KUBERNETES_BIN = "/var/lib/hyperfleet/kubernetes/current/bin"
-
-
-@unittest.skipUnless(os.path.exists(os.path.join(KUBERNETES_BIN, "kube-apiserver")),
-                     "no Kubernetes binaries (scripts/kubernetes builds them)")
 class EksActiveTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # scripts/kubernetes' binaries, which the server runs by default (skips without them,
+        # fails under CI).
+        cls.kubernetes_bin = harness.kubernetes_bin()
+
     def test_kubectl_through_the_token_webhook(self):
         with harness.Server(provider="fake") as server:
             try:
@@ -191,7 +192,9 @@ class EksActiveTest(unittest.TestCase):
                         kubeconfig], env=env, check=True, capture_output=True, timeout=60)
 
         def kubectl(*args, key_env=env):
-            return subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args],
+            # The kubectl scripts/kubernetes built: a fresh host has no other.
+            return subprocess.run([os.path.join(self.kubernetes_bin, "kubectl"), "--kubeconfig",
+                                   kubeconfig, *args],
                                   env=key_env, capture_output=True, text=True, timeout=60)
 
         r = kubectl("get", "namespace", "kube-system", "-o", "name")

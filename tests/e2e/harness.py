@@ -24,6 +24,20 @@ REGION = "us-west-2"
 ACCOUNT = "123456789012"
 
 
+def kubernetes_bin():
+    """The directory of the Kubernetes binaries scripts/kubernetes built (`scripts/kubernetes
+    --path`). Without them the calling test is skipped, except under CI (CI set), where
+    scripts/test has built them: there a missing build fails the test instead of hiding it."""
+    r = subprocess.run([os.path.join(REPO, "scripts", "kubernetes"), "--path"],
+                       capture_output=True, text=True)
+    if r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip().splitlines()[-1]
+    why = "Kubernetes is not built (scripts/kubernetes, or scripts/setup --eks)"
+    if os.environ.get("CI"):
+        raise AssertionError(why + ", under CI")
+    raise unittest.SkipTest(why)
+
+
 def wait_until(predicate, timeout=30.0, what="condition", interval=0.05):
     """Polls `predicate` until it returns a truthy value, which is returned; fails the test
     with `what` after `timeout` seconds."""

@@ -4,8 +4,8 @@ from it through the local provider (build/bin/local_eks_node_test's LocalEksNode
 starts containerd in the node, runs the shipped pause image with `ctr -n k8s.io run`, runs
 `kubelet --version` and checks that the host's sysctls are unchanged).
 
-Needs root and the Kubernetes binaries of scripts/kubernetes (skips without them: only
-`scripts/quickstart --eks` and scripts/test build Kubernetes). $HF_IMAGE_DIR moves the image
+Needs root and the Kubernetes binaries of scripts/kubernetes (harness.kubernetes_bin: skips
+without them, fails under CI, where scripts/test builds them). $HF_IMAGE_DIR moves the image
 cache (default /var/lib/hyperfleet/images, shared with the server)."""
 
 import os
@@ -20,12 +20,6 @@ NODE_TEST = os.path.join(os.path.dirname(harness.BINARY), "local_eks_node_test")
 IMAGE_DIR = os.environ.get("HF_IMAGE_DIR", "/var/lib/hyperfleet/images")
 
 
-def kubernetes_bin():
-    r = subprocess.run([os.path.join(REPO, "scripts", "kubernetes"), "--path"],
-                       capture_output=True, text=True)
-    return r.stdout.strip() if r.returncode == 0 else ""
-
-
 def tree_bytes(path):
     r = subprocess.run(["du", "-sb", path], capture_output=True, text=True, check=True)
     return int(r.stdout.split()[0])
@@ -35,9 +29,7 @@ def tree_bytes(path):
 class EksNodeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.bin = kubernetes_bin()
-        if not cls.bin:
-            raise unittest.SkipTest("Kubernetes is not built (scripts/kubernetes)")
+        cls.bin = harness.kubernetes_bin()
 
     def image(self, *extra):
         return subprocess.run([harness.BINARY, "image", *extra, "--eks", "--image-dir",
