@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/strings.h"
 #include "hyperfleet/eks/control_plane.h"
 #include "hyperfleet/store/page_token.h"
@@ -28,6 +29,25 @@ Status ClusterNotFound(const std::string& name) {
 
 Status InvalidParameter(std::string message) {
   return Typed(absl::InvalidArgumentError(message), "InvalidParameterException");
+}
+
+/// OK when `cidr` is a Service range EKS accepts (the model's documentation of
+/// serviceIpv4Cidr): "a.b.c.d/n", n 12 to 24, inside 10.0.0.0/8, 172.16.0.0/12 or
+/// 192.168.0.0/16; else InvalidParameterException naming the member. The control plane
+/// could not start on anything else, and the cluster would stay CREATING.
+Status CheckServiceCidr(const std::string& cidr) {
+  const auto range = ParseIpv4Prefix(cidr);
+  const bool in_private =
+      range && (PrefixesOverlap(range->first, range->second, 0x0a000000, 8) ||
+                PrefixesOverlap(range->first, range->second, 0xac100000, 12) ||
+                PrefixesOverlap(range->first, range->second, 0xc0a80000, 16));
+  if (range && cidr.find('/') != std::string::npos && range->second >= 12 &&
+      range->second <= 24 && in_private) {
+    return absl::OkStatus();  // /12 or longer: overlapping a private block means inside it
+  }
+  return InvalidParameter(absl::StrCat(
+      "Value '", cidr, "' at 'kubernetesNetworkConfig.serviceIpv4Cidr' is not a CIDR block "
+      "between /12 and /24 within 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16."));
 }
 
 std::vector<std::string> StringList(const json& in, const char* key) {
@@ -186,6 +206,7 @@ StatusOr<json> EksOperations::createCluster(const json& in, std::string_view cal
   c.vpc.cluster_security_group_id = "sg-" + hex;
   const json net = in.value("kubernetesNetworkConfig", json::object());
   c.service_cidr = net.value("serviceIpv4Cidr", std::string("10.100.0.0/16"));
+  HF_RETURN_IF_ERROR(CheckServiceCidr(c.service_cidr));
   if (net.value("ipFamily", std::string("ipv4")) != "ipv4") {
     return InvalidParameter(
         "Hyperfleet serves ipFamily ipv4 only ('kubernetesNetworkConfig.ipFamily').");

@@ -139,6 +139,28 @@ TEST_F(EksOperationsTest, CreateClusterErrors) {
   EXPECT_EQ(store_->eksClusters()->size(), 2u);  // refused requests changed nothing
 }
 
+TEST_F(EksOperationsTest, CreateClusterChecksTheServiceRange) {
+  // EKS's rules (the model's documentation): /12 to /24 inside a private block.
+  for (const char* bad : {"garbage", "0.0.0.0/0", "10.100.0.0", "10.100.0.0/30", "10.0.0.0/8",
+                          "8.8.0.0/16", "172.32.0.0/16", "10.100.0.0/16x", "10.300.0.0/16"}) {
+    Answer a = Create("s1", {{"kubernetesNetworkConfig", {{"serviceIpv4Cidr", bad}}}});
+    EXPECT_EQ(a.status, 400) << bad;
+    EXPECT_EQ(a.type, "InvalidParameterException") << bad;
+    EXPECT_NE(a.body["message"].get<std::string>().find(
+                  "'kubernetesNetworkConfig.serviceIpv4Cidr'"),
+              std::string::npos)
+        << a.body.dump();
+  }
+  EXPECT_TRUE(store_->eksClusters()->empty());  // refused requests changed nothing
+  int n = 0;
+  for (const char* good : {"10.100.0.0/16", "172.20.0.0/16", "192.168.0.0/24", "10.0.0.0/12"}) {
+    Answer a = Create("g" + std::to_string(++n),
+                      {{"kubernetesNetworkConfig", {{"serviceIpv4Cidr", good}}}});
+    EXPECT_EQ(a.status, 200) << good << a.body.dump();
+    EXPECT_EQ(a.body["cluster"]["kubernetesNetworkConfig"]["serviceIpv4Cidr"], good);
+  }
+}
+
 TEST_F(EksOperationsTest, DescribeListDelete) {
   Answer a = Send("GET", "/clusters/nope");
   EXPECT_EQ(a.status, 404);
