@@ -109,6 +109,16 @@ StatusOr<json> EksOperations::createAccessEntry(const json& in) {
     }
   }
   e.username = in.value("username", "");
+  // EKS's rule (user guide, "Create access entries"): these prefixes are Kubernetes' and
+  // AWS's own; "system:kube-controller-manager" would get that component's RBAC.
+  for (const char* reserved : {"system:", "eks:", "aws:", "amazon:", "iam:"}) {
+    if (e.username.starts_with(reserved)) {
+      return Typed(absl::InvalidArgumentError(absl::StrCat(
+                       "The username parameter cannot be '", e.username,
+                       "': usernames cannot start with ", reserved, ".")),
+                   "InvalidParameterException");
+    }
+  }
   e.type = in.value("type", "STANDARD");
   if (e.type != "STANDARD") {
     return Typed(absl::InvalidArgumentError(absl::StrCat(

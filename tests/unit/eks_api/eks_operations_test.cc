@@ -240,6 +240,14 @@ TEST_F(EksOperationsTest, AccessEntriesAndPolicies) {
                  {{"principalArn", "arn:aws:iam::1:role/x"}, {"kubernetesGroups", {"system:x"}}})
                 .type,
             "InvalidParameterException");
+  for (const char* reserved : {"system:kube-controller-manager", "eks:x", "aws:x", "amazon:x",
+                               "iam:x"}) {
+    a = Send("POST", "/clusters/c1/access-entries",
+             {{"principalArn", "arn:aws:iam::1:role/x"}, {"username", reserved}});
+    EXPECT_EQ(a.type, "InvalidParameterException") << reserved;
+    EXPECT_NE(a.body["message"].get<std::string>().find("username"), std::string::npos);
+  }
+  EXPECT_EQ(Send("GET", "/clusters/c1/access-entries").body["accessEntries"].size(), 2u);
 
   const std::string policies = "/clusters/c1/access-entries/" + Enc(dev) + "/access-policies";
   a = Send("POST", policies,
