@@ -86,6 +86,23 @@ StatusOr<store::EksCluster> EksOperations::entryCluster(const std::string& name)
   return c;
 }
 
+StatusOr<EksAccessEntry> EksOperations::namedAccessEntry(const json& in) {
+  const std::string cluster = in["clusterName"].get<std::string>();
+  const std::string principal = in["principalArn"].get<std::string>();
+  HF_RETURN_IF_ERROR(entryCluster(cluster).status());
+  auto e = store_.eksAccessEntry(cluster, principal);
+  if (!e.ok()) return EntryNotFound(principal);
+  return e;
+}
+
+Status EksOperations::commitAccessEntry(const EksAccessEntry& e, bool erase) {
+  store::WriteBatch batch;
+  batch.eks_access_entries.push_back({e, e.revision, erase});
+  if (auto rev = store_.commit(batch); !rev.ok()) return Conflict("The access entry");
+  if (on_change_) on_change_(e.cluster);
+  return absl::OkStatus();
+}
+
 StatusOr<json> EksOperations::createAccessEntry(const json& in) {
   const std::string cluster = in["clusterName"].get<std::string>();
   HF_RETURN_IF_ERROR(entryCluster(cluster).status());
@@ -142,12 +159,8 @@ StatusOr<json> EksOperations::createAccessEntry(const json& in) {
 }
 
 StatusOr<json> EksOperations::describeAccessEntry(const json& in) {
-  const std::string cluster = in["clusterName"].get<std::string>();
-  const std::string principal = in["principalArn"].get<std::string>();
-  HF_RETURN_IF_ERROR(entryCluster(cluster).status());
-  auto e = store_.eksAccessEntry(cluster, principal);
-  if (!e.ok()) return EntryNotFound(principal);
-  return json{{"accessEntry", AccessEntryJson(*e)}};
+  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
+  return json{{"accessEntry", AccessEntryJson(e)}};
 }
 
 StatusOr<json> EksOperations::listAccessEntries(const json& in) {
@@ -170,15 +183,8 @@ StatusOr<json> EksOperations::listAccessEntries(const json& in) {
 }
 
 StatusOr<json> EksOperations::deleteAccessEntry(const json& in) {
-  const std::string cluster = in["clusterName"].get<std::string>();
-  const std::string principal = in["principalArn"].get<std::string>();
-  HF_RETURN_IF_ERROR(entryCluster(cluster).status());
-  auto e = store_.eksAccessEntry(cluster, principal);
-  if (!e.ok()) return EntryNotFound(principal);
-  store::WriteBatch batch;
-  batch.eks_access_entries.push_back({*e, e->revision, true});
-  if (auto rev = store_.commit(batch); !rev.ok()) return Conflict("The access entry");
-  if (on_change_) on_change_(cluster);
+  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
+  HF_RETURN_IF_ERROR(commitAccessEntry(e, true));
   return json::object();
 }
 
@@ -186,9 +192,7 @@ StatusOr<json> EksOperations::associatePolicy(const json& in) {
   const std::string cluster = in["clusterName"].get<std::string>();
   const std::string principal = in["principalArn"].get<std::string>();
   const std::string policy = in["policyArn"].get<std::string>();
-  HF_RETURN_IF_ERROR(entryCluster(cluster).status());
-  auto e = store_.eksAccessEntry(cluster, principal);
-  if (!e.ok()) return EntryNotFound(principal);
+  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
   if (AccessPolicyOfArn(policy) == nullptr) {
     return Typed(absl::InvalidArgumentError(absl::StrCat(
                      "The policyArn parameter is not an EKS access policy: ", policy)),
@@ -208,61 +212,50 @@ StatusOr<json> EksOperations::associatePolicy(const json& in) {
   }
   if (a.scope_type == "cluster") a.namespaces.clear();
   a.associated_at = a.modified_at = clock_.now();
-  auto same = std::find_if(e->policies.begin(), e->policies.end(),
+  auto same = std::find_if(e.policies.begin(), e.policies.end(),
                            [&](const auto& p) { return p.policy_arn == policy; });
-  if (same != e->policies.end()) {
+  if (same != e.policies.end()) {
     a.associated_at = same->associated_at;  // a re-association modifies the scope
     *same = a;
   } else {
-    e->policies.push_back(a);
+    e.policies.push_back(a);
   }
-  e->modified_at = a.modified_at;
-  store::WriteBatch batch;
-  batch.eks_access_entries.push_back({*e, e->revision, false});
-  if (auto rev = store_.commit(batch); !rev.ok()) return Conflict("The access entry");
-  if (on_change_) on_change_(cluster);
+  e.modified_at = a.modified_at;
+  HF_RETURN_IF_ERROR(commitAccessEntry(e, false));
   return json{{"clusterName", cluster},
               {"principalArn", principal},
               {"associatedAccessPolicy", AssociationJson(a)}};
 }
 
 StatusOr<json> EksOperations::disassociatePolicy(const json& in) {
-  const std::string cluster = in["clusterName"].get<std::string>();
   const std::string principal = in["principalArn"].get<std::string>();
   const std::string policy = in["policyArn"].get<std::string>();
-  HF_RETURN_IF_ERROR(entryCluster(cluster).status());
-  auto e = store_.eksAccessEntry(cluster, principal);
-  if (!e.ok()) return EntryNotFound(principal);
-  auto it = std::find_if(e->policies.begin(), e->policies.end(),
+  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
+  auto it = std::find_if(e.policies.begin(), e.policies.end(),
                          [&](const auto& p) { return p.policy_arn == policy; });
-  if (it == e->policies.end()) {
+  if (it == e.policies.end()) {
     return Typed(absl::NotFoundError(absl::StrCat("The policy ", policy,
                                                   " is not associated with ", principal, ".")),
                  "ResourceNotFoundException");
   }
-  e->policies.erase(it);
-  e->modified_at = clock_.now();
-  store::WriteBatch batch;
-  batch.eks_access_entries.push_back({*e, e->revision, false});
-  if (auto rev = store_.commit(batch); !rev.ok()) return Conflict("The access entry");
-  if (on_change_) on_change_(cluster);
+  e.policies.erase(it);
+  e.modified_at = clock_.now();
+  HF_RETURN_IF_ERROR(commitAccessEntry(e, false));
   return json::object();
 }
 
 StatusOr<json> EksOperations::listAssociatedPolicies(const json& in) {
   const std::string cluster = in["clusterName"].get<std::string>();
   const std::string principal = in["principalArn"].get<std::string>();
-  HF_RETURN_IF_ERROR(entryCluster(cluster).status());
-  auto e = store_.eksAccessEntry(cluster, principal);
-  if (!e.ok()) return EntryNotFound(principal);
+  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
   std::vector<std::string> arns;
-  for (const auto& p : e->policies) arns.push_back(p.policy_arn);
+  for (const auto& p : e.policies) arns.push_back(p.policy_arn);
   std::sort(arns.begin(), arns.end());
   HF_ASSIGN_OR_RETURN(auto page,
                       PageOf(arns, in.value("maxResults", 100), in.value("nextToken", "")));
   json list = json::array();
   for (const std::string& arn : page.first) {
-    for (const auto& p : e->policies) {
+    for (const auto& p : e.policies) {
       if (p.policy_arn == arn) list.push_back(AssociationJson(p));
     }
   }

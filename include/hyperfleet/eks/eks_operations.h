@@ -99,6 +99,12 @@ class EksOperations final : public api::JsonService {
   /// The cluster `name` when access entries may be used on it. Errors:
   /// ResourceNotFoundException, InvalidRequestException for a CONFIG_MAP cluster.
   StatusOr<store::EksCluster> entryCluster(const std::string& name);
+  /// The access entry of `in`'s principalArn on its clusterName, for the operations on one
+  /// entry. Errors: those of entryCluster, ResourceNotFoundException for no such entry.
+  StatusOr<store::EksAccessEntry> namedAccessEntry(const nlohmann::json& in);
+  /// Commits `e` (erased when `erase`) at its revision and tells on_change_. Errors:
+  /// InvalidRequestException when the entry changed meanwhile.
+  Status commitAccessEntry(const store::EksAccessEntry& e, bool erase);
   /// The ARN of a new access entry of `principal_arn` on `cluster`.
   std::string accessEntryArn(const std::string& cluster, const std::string& principal_arn);
   /// Tags of `resource_arn` changed by `change`, committed. Errors: NotFoundException.
