@@ -16,14 +16,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 unset LANG LANGUAGE
 
-# Runs a command in the rootfs with /proc and /dev, inside a private mount namespace, so no
-# mount outlives the command (a leaked bind of /dev would make deleting a failed tree unsafe).
-in_root() {
-  unshare --mount --propagation private -- /bin/sh -c '
-    R=$1; shift
-    mount -t proc proc "$R/proc" && mount --rbind /dev "$R/dev" && exec chroot "$R" "$@"' \
-    in_root "$R" "$@"
-}
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$HERE/lib.sh"  # in_root
 
 echo "@@step debootstrap"
 debootstrap --variant=minbase "$SUITE" "$R" "$MIRROR"

@@ -22,12 +22,8 @@ SUITE=${SUITE:-bookworm}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 unset LANG LANGUAGE
-in_root() {
-  unshare --mount --propagation private -- /bin/sh -c '
-    R=$1; shift
-    mount -t proc proc "$R/proc" && mount --rbind /dev "$R/dev" && exec chroot "$R" "$@"' \
-    in_root "$R" "$@"
-}
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$HERE/lib.sh"  # in_root
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 
