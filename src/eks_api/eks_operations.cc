@@ -304,24 +304,27 @@ StatusOr<json> EksOperations::deleteCluster(const json& in) {
 Status EksOperations::changeTags(
     const std::string& arn,
     const std::function<void(std::map<std::string, std::string>&)>& change) {
-  store::WriteBatch batch;
-  if (auto c = store_.eksCluster(arn); c.ok() && c->arn == arn) {
-    change(c->tags);
-    batch.eks_clusters.push_back({*c, c->revision, false});
-  } else if (auto e = store_.eksAccessEntryByArn(arn); e.ok()) {
-    change(e->tags);
-    batch.eks_access_entries.push_back({*e, e->revision, false});
-  } else {
-    return Typed(absl::NotFoundError(absl::StrCat("Resource not found: ", arn)),
-                 "NotFoundException");
+  // A few tries: another TagResource, or the controller's status commit, may change the
+  // same row between the read and this commit (compare-and-set on its revision).
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    store::WriteBatch batch;
+    std::map<std::string, std::string>* tags = nullptr;
+    if (auto c = store_.eksCluster(arn); c.ok() && c->arn == arn) {
+      batch.eks_clusters.push_back({*c, c->revision, false});
+      tags = &batch.eks_clusters.back().cluster.tags;
+    } else if (auto e = store_.eksAccessEntryByArn(arn); e.ok()) {
+      batch.eks_access_entries.push_back({*e, e->revision, false});
+      tags = &batch.eks_access_entries.back().entry.tags;
+    } else {
+      return Typed(absl::NotFoundError(absl::StrCat("Resource not found: ", arn)),
+                   "NotFoundException");
+    }
+    change(*tags);
+    if (store_.commit(batch).ok()) return absl::OkStatus();
   }
-  auto rev = store_.commit(batch);
-  if (!rev.ok()) {
-    return Typed(absl::FailedPreconditionError(absl::StrCat(
-                     "The resource ", arn, " changed while it was being tagged; retry.")),
-                 "BadRequestException");
-  }
-  return absl::OkStatus();
+  return Typed(absl::FailedPreconditionError(absl::StrCat(
+                   "The resource ", arn, " changed while it was being tagged; retry.")),
+               "BadRequestException");
 }
 
 StatusOr<json> EksOperations::tagResource(const json& in) {

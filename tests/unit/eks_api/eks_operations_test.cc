@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hyperfleet/api/api_handler.h"
@@ -203,6 +204,26 @@ TEST_F(EksOperationsTest, TagsOnClustersAndAccessEntries) {
   Answer missing = Send("GET", "/tags/" + Enc("arn:aws:eks:us-west-2:1:cluster/none"));
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(missing.type, "NotFoundException");
+}
+
+TEST_F(EksOperationsTest, ConcurrentTagResourceAllApply) {
+  // Each TagResource reads the row and commits at its revision: concurrent ones on one
+  // cluster conflict, and every one must still apply (as in EKS), not answer "retry".
+  ASSERT_EQ(Create("c1").status, 200);
+  const std::string tags = "/tags/" + Enc("arn:aws:eks:us-west-2:123456789012:cluster/c1");
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 12; ++i) {
+        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
+        if (Send("POST", tags, {{"tags", {{key, "v"}}}}).status != 200) ++refused;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(Send("GET", tags).body["tags"].size(), 48u);
 }
 
 TEST_F(EksOperationsTest, AccessEntriesNeedAnApiMode) {
