@@ -23,6 +23,7 @@
 #include "hyperfleet/provider/local_provider.h"
 #include "provider/local/nspawn_argv.h"
 #include "provider/local/sys.h"
+#include "unit/provider/local_node_fixture.h"
 
 namespace hf::provider {
 namespace {
@@ -110,16 +111,6 @@ TEST(NodeImageVariantNames, RoundTrip) {
 
 // --- One EKS node on this host (root, a built EKS image) -------------------------------------
 
-struct NodeRun {
-  int exit_code = -1;
-  std::string output;
-};
-NodeRun InNode(int init, const std::string& script) {
-  auto r = RunCapture(
-      {"nsenter", "-t", std::to_string(init), "-a", "--", "/bin/sh", "-c", script});
-  return r.ok() ? NodeRun{r->exit.exit_code, r->out}
-                : NodeRun{-1, std::string(r.status().message())};
-}
 std::string Trim(const std::string& s) { return std::string(absl::StripAsciiWhitespace(s)); }
 
 const std::vector<std::string> kKubeletSysctls = {
@@ -133,8 +124,9 @@ std::map<std::string, std::string> HostSysctls() {
   return out;
 }
 
-class LocalEksNode : public ::testing::Test {
+class LocalEksNode : public LocalNodeTest {
  protected:
+  LocalEksNode() : LocalNodeTest("ekscluster") {}
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "the local provider needs root";
     const char* image = std::getenv("HF_TEST_EKS_NODE_IMAGE");
@@ -142,36 +134,13 @@ class LocalEksNode : public ::testing::Test {
       GTEST_SKIP() << "set HF_TEST_EKS_NODE_IMAGE to a built EKS node image's rootfs "
                       "(tests/e2e/it_eks_node.py does)";
     }
-    char tmpl[] = "/var/tmp/hf-eks-node-test-XXXXXX";  // a real filesystem for the node's dirs
-    data_dir_ = mkdtemp(tmpl);
-    options_.data_dir = data_dir_;
+    MakeDataDir("hf-eks-node-test");
     options_.image_rootfs = data_dir_ + "/no-slurm-image";  // only EKS nodes here
     options_.eks_image_rootfs = image;
     options_.node_network = "10.246.0.0/16";  // apart from local_provider_test's
     options_.agent_port = 19083;
-    options_.agent_handler = [](http::HttpRequest&&) {
-      return http::HttpResponse{200, {}, "agent\n"};
-    };
     options_.instance_caps = [](std::string_view) { return InstanceCaps{2, 2.0}; };
-    options_.supervisor_command = {fs::canonical("/proc/self/exe").string(), "node-supervisor"};
-    options_.stop_timeout_seconds = 15;
   }
-  void TearDown() override {
-    if (data_dir_.empty()) return;
-    std::error_code ec;
-    if (fs::exists(data_dir_ + "/local/nodes") && !fs::is_empty(data_dir_ + "/local/nodes", ec)) {
-      auto p = LocalProvider::Create(options_);
-      if (p.ok()) {
-        for (const auto& entry : fs::directory_iterator(data_dir_ + "/local/nodes", ec)) {
-          (void)(*p)->terminate(entry.path().filename().string());
-        }
-        EXPECT_TRUE(local::WaitFor([&] { return (*p)->list("ekscluster")->empty(); }, 90s));
-      }
-    }
-    fs::remove_all(data_dir_, ec);
-  }
-  std::string data_dir_;
-  LocalProvider::Options options_;
 };
 
 TEST_F(LocalEksNode, BootsWithContainerdAndTheKubeletReady) {
@@ -195,7 +164,7 @@ TEST_F(LocalEksNode, BootsWithContainerdAndTheKubeletReady) {
         auto pid = p.nodeInitPid(spec.instance_id);
         if (!pid.ok()) return false;
         init = *pid;
-        state = Trim(InNode(init, "systemctl is-system-running").output);
+        state = Trim(InNodeSh(init, "systemctl is-system-running").output);
         return state == "running" || state == "degraded";
       },
       120s, 100ms);
@@ -203,44 +172,44 @@ TEST_F(LocalEksNode, BootsWithContainerdAndTheKubeletReady) {
   ASSERT_TRUE(booted) << "state " << state << "; console:\n" << console;
   std::printf("[ metric ] EKS node: launch to systemd %s in %.1f s\n", state.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  EXPECT_EQ(state, "running") << InNode(init, "systemctl --failed --no-legend").output;
+  EXPECT_EQ(state, "running") << InNodeSh(init, "systemctl --failed --no-legend").output;
 
   // At boot: the prep unit ran; containerd, the kubelet and kube-proxy wait for the agent.
-  EXPECT_EQ(Trim(InNode(init, "systemctl is-active hyperfleet-eks-prep").output), "active");
+  EXPECT_EQ(Trim(InNodeSh(init, "systemctl is-active hyperfleet-eks-prep").output), "active");
   for (const char* unit : {"containerd", "kubelet", "kube-proxy"}) {
-    EXPECT_EQ(Trim(InNode(init, std::string("systemctl is-active ") + unit).output), "inactive")
+    EXPECT_EQ(Trim(InNodeSh(init, std::string("systemctl is-active ") + unit).output), "inactive")
         << unit;
   }
   // The kubelet finds its values and cannot write the (host's) sysctls.
   EXPECT_EQ(
-      Trim(InNode(init, "cat /proc/sys/kernel/panic_on_oops /proc/sys/kernel/panic").output),
+      Trim(InNodeSh(init, "cat /proc/sys/kernel/panic_on_oops /proc/sys/kernel/panic").output),
       "1\n10");
-  EXPECT_NE(InNode(init, "echo 0 > /proc/sys/kernel/panic_on_oops").exit_code, 0);
+  EXPECT_NE(InNodeSh(init, "echo 0 > /proc/sys/kernel/panic_on_oops").exit_code, 0);
 
   // containerd started by hand (as the agent will) imports the pause image and runs it.
-  const NodeRun start = InNode(init, "systemctl start containerd");
+  const NodeCommand start = InNodeSh(init, "systemctl start containerd");
   ASSERT_EQ(start.exit_code, 0)
-      << start.output << InNode(init, "journalctl -u containerd --no-pager | tail -30").output;
-  EXPECT_THAT(InNode(init, "ctr -n k8s.io images ls -q").output,
+      << start.output << InNodeSh(init, "journalctl -u containerd --no-pager | tail -30").output;
+  EXPECT_THAT(InNodeSh(init, "ctr -n k8s.io images ls -q").output,
               HasSubstr("registry.k8s.io/pause:3.6"));
-  const NodeRun run = InNode(init, "ctr -n k8s.io run -d registry.k8s.io/pause:3.6 sandbox1");
+  const NodeCommand run = InNodeSh(init, "ctr -n k8s.io run -d registry.k8s.io/pause:3.6 sandbox1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto task_is = [&](const char* status) {
-    return InNode(init, "ctr -n k8s.io task ls").output.find(status) != std::string::npos;
+    return InNodeSh(init, "ctr -n k8s.io task ls").output.find(status) != std::string::npos;
   };
   EXPECT_TRUE(local::WaitFor([&] { return task_is("RUNNING"); }, 20s, 100ms))
-      << InNode(init, "ctr -n k8s.io task ls").output;
+      << InNodeSh(init, "ctr -n k8s.io task ls").output;
   // pause stops on SIGTERM (it is PID 1 of its container).
-  EXPECT_EQ(InNode(init, "ctr -n k8s.io task kill -s SIGTERM sandbox1").exit_code, 0);
+  EXPECT_EQ(InNodeSh(init, "ctr -n k8s.io task kill -s SIGTERM sandbox1").exit_code, 0);
   EXPECT_TRUE(local::WaitFor([&] { return task_is("STOPPED"); }, 20s, 100ms))
-      << InNode(init, "ctr -n k8s.io task ls").output;
+      << InNodeSh(init, "ctr -n k8s.io task ls").output;
   EXPECT_EQ(
-      InNode(init, "ctr -n k8s.io task rm sandbox1 && ctr -n k8s.io c rm sandbox1").exit_code, 0);
+      InNodeSh(init, "ctr -n k8s.io task rm sandbox1 && ctr -n k8s.io c rm sandbox1").exit_code, 0);
   // Its state is in the node's host directory, not on the overlay root.
   EXPECT_TRUE(
       fs::exists(p.nodeDir(spec.instance_id) + "/containerd/io.containerd.content.v1.content"));
 
-  const NodeRun kubelet = InNode(init, "kubelet --version");
+  const NodeCommand kubelet = InNodeSh(init, "kubelet --version");
   EXPECT_EQ(kubelet.exit_code, 0) << kubelet.output;
   EXPECT_THAT(kubelet.output, HasSubstr("Kubernetes v"));
   EXPECT_EQ(HostSysctls(), host_before);

@@ -23,6 +23,7 @@
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/subprocess.h"
 #include "provider/local/sys.h"
+#include "unit/provider/local_node_fixture.h"
 
 namespace hf::provider {
 namespace {
@@ -42,59 +43,22 @@ std::string FindImage() {
   return "";
 }
 
-// Runs argv inside the node whose init is `init` (all its namespaces).
-// Its exit code and merged output (-1 and the error when it cannot be started).
-struct NodeCommand {
-  int exit_code = -1;
-  std::string output;
-};
-NodeCommand InNode(int init, std::vector<std::string> argv) {
-  std::vector<std::string> full = {"nsenter", "-t", std::to_string(init), "-a", "--"};
-  full.insert(full.end(), argv.begin(), argv.end());
-  auto r = RunCapture(full);
-  return r.ok() ? NodeCommand{r->exit.exit_code, r->out}
-                : NodeCommand{-1, std::string(r.status().message())};
-}
-std::string Sh(int init, const std::string& script) {
-  return InNode(init, {"/bin/sh", "-c", script}).output;
-}
+std::string Sh(int init, const std::string& script) { return InNodeSh(init, script).output; }
 
-class LocalProviderTest : public ::testing::Test {
+class LocalProviderTest : public LocalNodeTest {
  protected:
+  LocalProviderTest() : LocalNodeTest("testcluster") {}
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "the local provider needs root";
     image_ = FindImage();
     if (image_.empty()) GTEST_SKIP() << "no node image (see the header of this file)";
-    char tmpl[] = "/var/tmp/hf-local-test-XXXXXX";  // a real filesystem for overlay uppers
-    data_dir_ = mkdtemp(tmpl);
-    options_.data_dir = data_dir_;
+    MakeDataDir("hf-local-test");
     options_.image_rootfs = image_;
     options_.region = "us-west-2";
     options_.node_network = "10.224.0.0/12";
     options_.agent_port = 19081;
-    options_.agent_handler = [](http::HttpRequest&&) {
-      return http::HttpResponse{200, {}, "agent\n"};
-    };
     options_.agent_token = [](std::string_view id) { return "token-" + std::string(id); };
     options_.instance_caps = [](std::string_view) { return InstanceCaps{1, 1.0}; };
-    options_.supervisor_command = {fs::canonical("/proc/self/exe").string(), "node-supervisor"};
-    options_.stop_timeout_seconds = 15;
-  }
-  void TearDown() override {
-    if (data_dir_.empty()) return;
-    // A test that failed half-way leaves nodes running (they outlive their provider by
-    // design): adopt them and terminate them, so that nothing leaks into later tests.
-    std::error_code ec;
-    if (fs::exists(data_dir_ + "/local/nodes") && !fs::is_empty(data_dir_ + "/local/nodes", ec)) {
-      auto p = LocalProvider::Create(options_);
-      if (p.ok()) {
-        for (const auto& entry : fs::directory_iterator(data_dir_ + "/local/nodes", ec)) {
-          (void)(*p)->terminate(entry.path().filename().string());
-        }
-        EXPECT_TRUE(WaitFor([&] { return (*p)->list("testcluster")->empty(); }, 90s));
-      }
-    }
-    fs::remove_all(data_dir_, ec);
   }
   std::unique_ptr<LocalProvider> Make() {
     auto p = LocalProvider::Create(options_);
@@ -158,8 +122,7 @@ class LocalProviderTest : public ::testing::Test {
     for (const auto& id : running) EXPECT_EQ(Find(p, id)->state, InstanceState::kRunning) << id;
   }
 
-  std::string image_, data_dir_;
-  LocalProvider::Options options_;
+  std::string image_;
 };
 
 TEST(LocalNamesTest, FitInterfaceNameLimit) {
