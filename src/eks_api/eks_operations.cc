@@ -20,6 +20,8 @@ using store::EksClusterStatus;
 
 namespace {
 
+constexpr size_t kMaxTagsPerResource = 50;
+
 Status Typed(Status s, std::string_view type) { return WithAwsErrorType(std::move(s), type); }
 
 Status ClusterNotFound(const std::string& name) {
@@ -320,6 +322,12 @@ Status EksOperations::changeTags(
                    "NotFoundException");
     }
     change(*tags);
+    if (tags->size() > kMaxTagsPerResource) {  // EKS's quota: 50 tags per resource
+      return Typed(absl::InvalidArgumentError(absl::StrCat(
+                       "The resource ", arn, " would have ", tags->size(),
+                       " tags; the limit for 'tags' is ", kMaxTagsPerResource, ".")),
+                   "BadRequestException");
+    }
     if (store_.commit(batch).ok()) return absl::OkStatus();
   }
   return Typed(absl::FailedPreconditionError(absl::StrCat(

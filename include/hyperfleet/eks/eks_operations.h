@@ -108,8 +108,8 @@ class EksOperations final : public api::JsonService {
   /// The ARN of a new access entry of `principal_arn` on `cluster`.
   std::string accessEntryArn(const std::string& cluster, const std::string& principal_arn);
   /// Tags of `resource_arn` changed by `change`, committed (re-read and redone when the row
-  /// changed meanwhile). Errors: NotFoundException; BadRequestException for a row that kept
-  /// changing.
+  /// changed meanwhile). Errors: NotFoundException; BadRequestException for more than 50
+  /// tags after the change, or a row that kept changing.
   Status changeTags(const std::string& resource_arn,
                     const std::function<void(std::map<std::string, std::string>&)>& change);
 

@@ -206,6 +206,20 @@ TEST_F(EksOperationsTest, TagsOnClustersAndAccessEntries) {
   EXPECT_EQ(missing.type, "NotFoundException");
 }
 
+TEST_F(EksOperationsTest, TagsAtMostFiftyPerResource) {
+  ASSERT_EQ(Create("c1", {{"tags", {{"t0", "v"}}}}).status, 200);
+  const std::string tags = "/tags/" + Enc("arn:aws:eks:us-west-2:123456789012:cluster/c1");
+  Json more = Json::object();
+  for (int i = 1; i < 50; ++i) more["t" + std::to_string(i)] = "v";
+  ASSERT_EQ(Send("POST", tags, {{"tags", more}}).status, 200);  // 50: the limit
+  Answer a = Send("POST", tags, {{"tags", {{"t50", "v"}}}});
+  EXPECT_EQ(a.status, 400);
+  EXPECT_EQ(a.type, "BadRequestException");
+  EXPECT_NE(a.body["message"].get<std::string>().find("'tags'"), std::string::npos);
+  EXPECT_EQ(Send("GET", tags).body["tags"].size(), 50u);  // the refused request changed nothing
+  EXPECT_EQ(Send("POST", tags, {{"tags", {{"t0", "changed"}}}}).status, 200);  // a change: 50
+}
+
 TEST_F(EksOperationsTest, ConcurrentTagResourceAllApply) {
   // Each TagResource reads the row and commits at its revision: concurrent ones on one
   // cluster conflict, and every one must still apply (as in EKS), not answer "retry".
