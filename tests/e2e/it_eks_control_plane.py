@@ -190,6 +190,30 @@ class EksControlPlaneTest(unittest.TestCase):
         except OSError:
             return False
 
+    def test_binary_replaced_while_running(self):
+        """A server whose binary was replaced (a rebuild, an upgrade) still starts control
+        planes: /proc/self/exe then reads '<path> (deleted)', which names nothing to run."""
+        copy_dir = tempfile.mkdtemp(prefix="hf-eks-exe-")
+        copy = os.path.join(copy_dir, "hyperfleet")
+        shutil.copy2(harness.BINARY, copy)
+        fd = os.open(copy, os.O_RDONLY)
+        try:
+            os.unlink(copy)  # runs from the open file, as a replaced binary does
+            proc = subprocess.run(
+                [f"/proc/self/fd/{fd}", "eks-control-plane", "ensure", "gamma", "--data-dir",
+                 self.data_dir, "--kubernetes-bin", K8S_BIN, "--wait", "120"],
+                capture_output=True, text=True, timeout=300, env=ENV, pass_fds=(fd,))
+        finally:
+            os.close(fd)
+            shutil.rmtree(copy_dir, ignore_errors=True)
+        try:
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertEqual(json.loads(proc.stdout)["phase"], "READY", proc.stdout)
+        finally:
+            self.cp("remove", "gamma", check=False)
+        self.assertFalse(os.path.exists(self.dir_of("gamma")))
+        self.assertEqual(processes_under(self.dir_of("gamma")), {})
+
     def test_bad_name_is_refused(self):
         proc = subprocess.run([harness.BINARY, "eks-control-plane", "ensure", "../x",
                                "--data-dir", self.data_dir, "--kubernetes-bin", K8S_BIN],

@@ -259,6 +259,9 @@ class ProcessControlPlanes final : public ControlPlanes {
     if (spec.argv.empty()) {
       std::error_code ec;
       spec.argv = {fs::read_symlink("/proc/self/exe", ec).string(), host::kSupervisorCommand};
+      // Run this very binary through the kernel's link: once a rebuild or an upgrade has
+      // replaced the file, the path reads "<path> (deleted)" and names nothing to exec.
+      spec.program = "/proc/self/exe";
     }
     spec.argv.push_back(layout.dir);
     spec.cwd = layout.dir;
