@@ -128,6 +128,16 @@ int PidfdOpen(pid_t pid) {
 #endif
 }
 
+sigset_t BlockSupervisorSignals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  return mask;
+}
+
 std::string SignalName(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev == nullptr) return absl::StrCat("signal ", signal);

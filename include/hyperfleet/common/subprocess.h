@@ -4,6 +4,7 @@
 // session, signal state and umask spelled out, so what a child does depends on none of the
 // caller's accidents. RunProcess adds waiting with a timeout (SIGTERM, then SIGKILL after a
 // grace period, to the whole process group) and output capture.
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -85,6 +86,12 @@ std::optional<std::string> FindProgram(std::string_view name);
 
 /// "SIGKILL"-style name of a signal number ("signal N" when unknown).
 std::string SignalName(int signal);
+
+/// For a single-threaded supervisor of children: blocks SIGTERM, SIGINT and SIGCHLD
+/// (sigprocmask) and returns that set, to be taken synchronously with sigtimedwait(2), so a
+/// stop request and a child's end wake the same wait. Children started with reset_signals
+/// get an empty mask.
+sigset_t BlockSupervisorSignals();
 
 /// pidfd_open(2), by raw syscall (glibc 2.36's <sys/pidfd.h> lacks C linkage for C++): a
 /// close-on-exec descriptor of `pid` that polls readable once it has ended; -1 with errno

@@ -160,13 +160,7 @@ int RunControlPlaneSupervisor(const std::string& dir) {
                   : std::string(text.status().message()));
     return 2;
   }
-  // SIGTERM, SIGINT and SIGCHLD are taken synchronously with sigtimedwait.
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  const sigset_t mask = BlockSupervisorSignals();  // for sigtimedwait below
   // READY is what this supervisor has seen: every component started, the bindings applied.
   unlink((dir + "/ready.json").c_str());
   (void)WriteFileAtomically(dir + "/supervisor.pid", std::to_string(getpid()) + "\n");

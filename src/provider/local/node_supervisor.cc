@@ -137,13 +137,7 @@ int RunNodeSupervisor(const std::string& node_dir) {
     Log("malformed node.json");
     return 2;
   }
-  // SIGTERM and SIGCHLD are taken synchronously with sigtimedwait.
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  const sigset_t mask = BlockSupervisorSignals();  // for sigtimedwait below
   (void)WriteFileAtomically(node_dir + "/supervisor.pid", std::to_string(getpid()) + "\n");
   JoinCgroups(node);
   const int stop_timeout = node.value("stop_timeout_seconds", 20);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -407,6 +408,29 @@ TEST(SignalName, KnownAndUnknown) {
   EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
   EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
   EXPECT_EQ(SignalName(999), "signal 999");
+}
+
+// What it blocks is what a supervisor's sigtimedwait then takes (thread-directed here: other
+// threads of this test binary do not block them).
+TEST(BlockSupervisorSignals, BlocksStopAndChildSignalsForSigtimedwait) {
+  sigset_t saved;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &saved), 0);
+  ASSERT_EQ(sigismember(&saved, SIGTERM), 0);
+  const sigset_t mask = BlockSupervisorSignals();
+  sigset_t now;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD}) {
+    EXPECT_EQ(sigismember(&mask, sig), 1) << sig;
+    EXPECT_EQ(sigismember(&now, sig), 1) << sig;
+  }
+  EXPECT_EQ(sigismember(&mask, SIGHUP), 0);
+  for (int sig : {SIGCHLD, SIGTERM}) {
+    ASSERT_EQ(pthread_kill(pthread_self(), sig), 0);
+    siginfo_t info{};
+    timespec ts{5, 0};
+    EXPECT_EQ(sigtimedwait(&mask, &info, &ts), sig);
+  }
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &saved, nullptr), 0);
 }
 
 TEST(ProcessExit, FromWaitStatus) {
