@@ -304,11 +304,4 @@ TEST_F(LocalProviderTest, BootBenchmark) {
 }  // namespace
 }  // namespace hf::provider
 
-// The test binary is also the node supervisor the provider starts.
-int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "node-supervisor") {
-    return hf::provider::RunNodeSupervisor(argv[2]);
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+// main(): node_supervisor_main.cc (the binary is also the node supervisor).
