@@ -95,6 +95,22 @@ StatusOr<EksAccessEntry> EksOperations::namedAccessEntry(const json& in) {
   return e;
 }
 
+StatusOr<EksAccessEntry> EksOperations::changeAccessEntry(
+    const json& in, const std::function<Status(EksAccessEntry&)>& change) {
+  // A few tries: concurrent calls on one entry (e.g. several policies associated at once)
+  // each read it and commit at its revision; the losers redo their change on the new one.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
+    HF_RETURN_IF_ERROR(change(e));
+    store::WriteBatch batch;
+    batch.eks_access_entries.push_back({e, e.revision, false});
+    if (!store_.commit(batch).ok()) continue;
+    if (on_change_) on_change_(e.cluster);
+    return e;
+  }
+  return Conflict("The access entry");
+}
+
 Status EksOperations::commitAccessEntry(const EksAccessEntry& e, bool erase) {
   store::WriteBatch batch;
   batch.eks_access_entries.push_back({e, e.revision, erase});
@@ -192,36 +208,39 @@ StatusOr<json> EksOperations::associatePolicy(const json& in) {
   const std::string cluster = in["clusterName"].get<std::string>();
   const std::string principal = in["principalArn"].get<std::string>();
   const std::string policy = in["policyArn"].get<std::string>();
-  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
-  if (AccessPolicyOfArn(policy) == nullptr) {
-    return Typed(absl::InvalidArgumentError(absl::StrCat(
-                     "The policyArn parameter is not an EKS access policy: ", policy)),
-                 "InvalidParameterException");
-  }
-  const json& scope = in["accessScope"];
   store::EksPolicyAssociation a;
-  a.policy_arn = policy;
-  a.scope_type = scope.value("type", "cluster");
-  if (scope.contains("namespaces")) {
-    a.namespaces = scope["namespaces"].get<std::vector<std::string>>();
-  }
-  if (a.scope_type == "namespace" && a.namespaces.empty()) {
-    return Typed(absl::InvalidArgumentError(
-                     "accessScope.namespaces is required when accessScope.type is namespace."),
-                 "InvalidParameterException");
-  }
-  if (a.scope_type == "cluster") a.namespaces.clear();
-  a.associated_at = a.modified_at = clock_.now();
-  auto same = std::find_if(e.policies.begin(), e.policies.end(),
-                           [&](const auto& p) { return p.policy_arn == policy; });
-  if (same != e.policies.end()) {
-    a.associated_at = same->associated_at;  // a re-association modifies the scope
-    *same = a;
-  } else {
-    e.policies.push_back(a);
-  }
-  e.modified_at = a.modified_at;
-  HF_RETURN_IF_ERROR(commitAccessEntry(e, false));
+  auto associate = [&](EksAccessEntry& e) -> Status {
+    if (AccessPolicyOfArn(policy) == nullptr) {
+      return Typed(absl::InvalidArgumentError(absl::StrCat(
+                       "The policyArn parameter is not an EKS access policy: ", policy)),
+                   "InvalidParameterException");
+    }
+    const json& scope = in["accessScope"];
+    a = store::EksPolicyAssociation{};
+    a.policy_arn = policy;
+    a.scope_type = scope.value("type", "cluster");
+    if (scope.contains("namespaces")) {
+      a.namespaces = scope["namespaces"].get<std::vector<std::string>>();
+    }
+    if (a.scope_type == "namespace" && a.namespaces.empty()) {
+      return Typed(absl::InvalidArgumentError(
+                       "accessScope.namespaces is required when accessScope.type is namespace."),
+                   "InvalidParameterException");
+    }
+    if (a.scope_type == "cluster") a.namespaces.clear();
+    a.associated_at = a.modified_at = clock_.now();
+    auto same = std::find_if(e.policies.begin(), e.policies.end(),
+                             [&](const auto& p) { return p.policy_arn == policy; });
+    if (same != e.policies.end()) {
+      a.associated_at = same->associated_at;  // a re-association modifies the scope
+      *same = a;
+    } else {
+      e.policies.push_back(a);
+    }
+    e.modified_at = a.modified_at;
+    return absl::OkStatus();
+  };
+  HF_RETURN_IF_ERROR(changeAccessEntry(in, associate).status());
   return json{{"clusterName", cluster},
               {"principalArn", principal},
               {"associatedAccessPolicy", AssociationJson(a)}};
@@ -230,17 +249,19 @@ StatusOr<json> EksOperations::associatePolicy(const json& in) {
 StatusOr<json> EksOperations::disassociatePolicy(const json& in) {
   const std::string principal = in["principalArn"].get<std::string>();
   const std::string policy = in["policyArn"].get<std::string>();
-  HF_ASSIGN_OR_RETURN(EksAccessEntry e, namedAccessEntry(in));
-  auto it = std::find_if(e.policies.begin(), e.policies.end(),
-                         [&](const auto& p) { return p.policy_arn == policy; });
-  if (it == e.policies.end()) {
-    return Typed(absl::NotFoundError(absl::StrCat("The policy ", policy,
-                                                  " is not associated with ", principal, ".")),
-                 "ResourceNotFoundException");
-  }
-  e.policies.erase(it);
-  e.modified_at = clock_.now();
-  HF_RETURN_IF_ERROR(commitAccessEntry(e, false));
+  auto disassociate = [&](EksAccessEntry& e) -> Status {
+    auto it = std::find_if(e.policies.begin(), e.policies.end(),
+                           [&](const auto& p) { return p.policy_arn == policy; });
+    if (it == e.policies.end()) {
+      return Typed(absl::NotFoundError(absl::StrCat("The policy ", policy,
+                                                    " is not associated with ", principal, ".")),
+                   "ResourceNotFoundException");
+    }
+    e.policies.erase(it);
+    e.modified_at = clock_.now();
+    return absl::OkStatus();
+  };
+  HF_RETURN_IF_ERROR(changeAccessEntry(in, disassociate).status());
   return json::object();
 }
 

@@ -102,6 +102,11 @@ class EksOperations final : public api::JsonService {
   /// The access entry of `in`'s principalArn on its clusterName, for the operations on one
   /// entry. Errors: those of entryCluster, ResourceNotFoundException for no such entry.
   StatusOr<store::EksAccessEntry> namedAccessEntry(const nlohmann::json& in);
+  /// The access entry named by `in` changed by `change` and committed, re-read and redone
+  /// when it changed meanwhile; tells on_change_. Errors: those of namedAccessEntry and of
+  /// `change` (which then commits nothing), InvalidRequestException when it kept changing.
+  StatusOr<store::EksAccessEntry> changeAccessEntry(
+      const nlohmann::json& in, const std::function<Status(store::EksAccessEntry&)>& change);
   /// Commits `e` (erased when `erase`) at its revision and tells on_change_. Errors:
   /// InvalidRequestException when the entry changed meanwhile.
   Status commitAccessEntry(const store::EksAccessEntry& e, bool erase);

@@ -311,6 +311,42 @@ TEST_F(EksOperationsTest, AccessEntriesAndPolicies) {
   EXPECT_EQ(a.type, "ResourceNotFoundException");
 }
 
+TEST_F(EksOperationsTest, ConcurrentPolicyAssociationsAllApply) {
+  // Several policies associated with one entry at once (as Terraform does): each call reads
+  // the entry and commits at its revision; every one must apply, none answer "retry".
+  ASSERT_EQ(Create("c1", {{"accessConfig", {{"authenticationMode", "API"}}}}).status, 200);
+  const std::string dev = "arn:aws:iam::123456789012:role/dev";
+  ASSERT_EQ(Send("POST", "/clusters/c1/access-entries", {{"principalArn", dev}}).status, 200);
+  const std::string policies = "/clusters/c1/access-entries/" + Enc(dev) + "/access-policies";
+  const std::vector<std::string> names = {"AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy",
+                                          "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"};
+  std::atomic<int> refused{0};
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::thread> threads;
+    for (const std::string& name : names) {
+      threads.emplace_back([&, name] {
+        const std::string arn = "arn:aws:eks::aws:cluster-access-policy/" + name;
+        if (Send("POST", policies, {{"policyArn", arn}, {"accessScope", {{"type", "cluster"}}}})
+                .status != 200) {
+          ++refused;
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(Send("GET", policies).body["associatedAccessPolicies"].size(), 4u);
+    threads.clear();
+    for (const std::string& name : names) {
+      threads.emplace_back([&, name] {
+        const std::string arn = "arn:aws:eks::aws:cluster-access-policy/" + name;
+        if (Send("DELETE", policies + "/" + Enc(arn)).status != 200) ++refused;
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(Send("GET", policies).body["associatedAccessPolicies"].size(), 0u);
+  }
+  EXPECT_EQ(refused.load(), 0);
+}
+
 TEST_F(EksOperationsTest, ListAccessPoliciesPages) {
   Answer a = Send("GET", "/access-policies?maxResults=3");
   ASSERT_EQ(a.body["accessPolicies"].size(), 3u) << a.body.dump();
