@@ -1,6 +1,7 @@
 // The local provider on real namespaces: a 2-node cluster booting systemd under nspawn.
-// Needs root and a node image: the first of $HF_TEST_NODE_IMAGE, /var/lib/hyperfleet/images/
-// */rootfs, /var/lib/hyperfleet/test-image/rootfs (a debootstrap minbase with systemd).
+// Needs root and a node image: the first of $HF_TEST_NODE_IMAGE, the current recipe's image
+// in /var/lib/hyperfleet/images (FindNodeImage), /var/lib/hyperfleet/test-image/rootfs (a
+// debootstrap minbase with systemd).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hyperfleet/provider/node_image.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/subprocess.h"
@@ -33,10 +35,9 @@ using local::WaitFor;
 
 std::string FindImage() {
   if (const char* env = getenv("HF_TEST_NODE_IMAGE")) return env;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/var/lib/hyperfleet/images", ec)) {
-    if (fs::exists(e.path() / "rootfs/lib/systemd/systemd")) return (e.path() / "rootfs").string();
-  }
+  // The current recipe's image, not just any rootfs in the image dir: test machines' images
+  // (tests/e2e/ssh_machines.py) live there too, and booting one of those failed this test.
+  if (auto image = FindNodeImage(NodeImageOptions{}); image.ok()) return image->rootfs;
   if (fs::exists("/var/lib/hyperfleet/test-image/rootfs/lib/systemd/systemd")) {
     return "/var/lib/hyperfleet/test-image/rootfs";
   }
