@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "hyperfleet/common/file_lock.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/mountinfo.h"
 #include "hyperfleet/common/subprocess.h"
@@ -86,38 +87,15 @@ Status RemoveTree(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// Holds flock(<image-dir>/.lock) for its lifetime (the fd is per open, so threads of one
-// process exclude each other too).
-class BuildLock {
- public:
-  static StatusOr<BuildLock> Acquire(const std::string& image_dir,
-                                     const NodeImageOptions& options) {
-    HF_RETURN_IF_ERROR(MakeDirs(image_dir, 0755));  // nodes' overlays read below it
-    std::string path = image_dir + "/.lock";
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", ErrnoText(errno)));
-    ::fchmod(fd, 0644);
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-      Log(options, absl::StrCat("waiting for another build of the node image (", path, ")"));
-    }
-    while (::flock(fd, LOCK_EX) != 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return absl::InternalError(absl::StrCat("flock ", path, ": ", ErrnoText(err)));
-    }
-    return BuildLock(fd);
-  }
-  BuildLock(BuildLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  BuildLock& operator=(BuildLock&&) = delete;
-  ~BuildLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the flock
-  }
-
- private:
-  explicit BuildLock(int fd) : fd_(fd) {}
-  int fd_;
-};
+// flock(<image-dir>/.lock): one build at a time, across threads and processes.
+StatusOr<FileLock> AcquireBuildLock(const std::string& image_dir,
+                                    const NodeImageOptions& options) {
+  HF_RETURN_IF_ERROR(MakeDirs(image_dir, 0755));  // nodes' overlays read below it
+  const std::string path = image_dir + "/.lock";
+  return FileLock::Acquire(path, 0644, [&] {
+    Log(options, absl::StrCat("waiting for another build of the node image (", path, ")"));
+  });
+}
 
 Status WriteFile(const fs::path& path, std::string_view content, mode_t mode) {
   HF_RETURN_IF_ERROR(MakeDirs(path.parent_path().string(), 0755));
@@ -290,7 +268,7 @@ struct BuildPlan {
 StatusOr<NodeImage> BuildImage(const NodeImageOptions& options, const BuildPlan& plan) {
   const std::string dir = ImageDirOf(options);
   const std::string& key = plan.key;
-  HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
+  HF_ASSIGN_OR_RETURN(FileLock lock, AcquireBuildLock(dir, options));
   // Someone may have built it while we waited for the lock.
   if (auto found = FindNodeImage(options); found.ok()) return found;
 
@@ -403,7 +381,7 @@ StatusOr<std::vector<std::string>> PruneNodeImages(const NodeImageOptions& optio
   const std::string dir = ImageDirOf(options);
   std::vector<std::string> removed;
   if (!IsDirectory(dir)) return removed;
-  HF_ASSIGN_OR_RETURN(BuildLock lock, BuildLock::Acquire(dir, options));
+  HF_ASSIGN_OR_RETURN(FileLock lock, AcquireBuildLock(dir, options));
   const std::vector<MountEntry> mounts = ReadMountInfo().value_or(std::vector<MountEntry>{});
   NodeImageOptions eks_options = options;
   eks_options.variant = NodeImageVariant::kEks;

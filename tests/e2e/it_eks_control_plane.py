@@ -214,6 +214,30 @@ class EksControlPlaneTest(unittest.TestCase):
         self.assertFalse(os.path.exists(self.dir_of("gamma")))
         self.assertEqual(processes_under(self.dir_of("gamma")), {})
 
+    def test_two_processes_create_at_once(self):
+        """Two processes (e.g. the server and this command) creating control planes at the same
+        moment choose different ports: without the data dir's lock both took the same, and one
+        cluster's apiserver served the other's etcd."""
+        argv = [harness.BINARY, "eks-control-plane", "ensure", "--data-dir", self.data_dir,
+                "--kubernetes-bin", K8S_BIN, "--wait", "180"]
+        procs = [subprocess.Popen(argv[:3] + [n] + argv[3:], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=ENV)
+                 for n in ("delta", "epsilon")]
+        try:
+            outs = [p.communicate(timeout=300) for p in procs]
+            for p, (out, err) in zip(procs, outs):
+                self.assertEqual(p.returncode, 0, out + err)
+                self.assertEqual(json.loads(out)["phase"], "READY", out)
+            plans = [json.loads(read(os.path.join(self.dir_of(n), "control-plane.json")))
+                     for n in ("delta", "epsilon")]
+            ports = [set(p["ports"].values()) for p in plans]
+            self.assertEqual(ports[0] & ports[1], set(), plans)
+            for n in ("delta", "epsilon"):
+                self.assertFalse(os.path.exists(os.path.join(self.dir_of(n), "failure.txt")), n)
+        finally:
+            for n in ("delta", "epsilon"):
+                self.cp("remove", n, check=False)
+
     def test_bad_name_is_refused(self):
         proc = subprocess.run([harness.BINARY, "eks-control-plane", "ensure", "../x",
                                "--data-dir", self.data_dir, "--kubernetes-bin", K8S_BIN],

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "eks/cp/control_plane_files.h"
 #include "eks/cp/control_plane_host.h"
+#include "hyperfleet/common/file_lock.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/strings.h"
 #include "hyperfleet/common/subprocess.h"
@@ -60,6 +61,7 @@ class ProcessControlPlanes final : public ControlPlanes {
     }
     HF_RETURN_IF_ERROR(FirstServiceIp(spec.service_cidr).status());  // before any change
     std::lock_guard lock(mu_);
+    HF_ASSIGN_OR_RETURN(FileLock across, lockDataDir());
     reap();
     const ControlPlaneLayout layout{dirOf(spec.name)};
     if (host::SupervisorPid(layout.dir)) return absl::OkStatus();  // running: adopted
@@ -115,6 +117,7 @@ class ProcessControlPlanes final : public ControlPlanes {
   Status remove(std::string_view name) override {
     if (!ValidClusterName(name)) return absl::OkStatus();  // cannot exist
     std::lock_guard lock(mu_);
+    HF_ASSIGN_OR_RETURN(FileLock across, lockDataDir());
     const std::string dir = dirOf(name);
     std::error_code ec;
     if (!fs::exists(dir, ec)) return absl::OkStatus();
@@ -145,6 +148,13 @@ class ProcessControlPlanes final : public ControlPlanes {
   }
 
  private:
+  // flock(<data-dir>/.lock): ensure and remove of two processes (a server and the
+  // eks-control-plane command) never interleave; two creations at once chose the same ports.
+  StatusOr<FileLock> lockDataDir() const {
+    HF_RETURN_IF_ERROR(MakeDirs(options_.data_dir, 0700));
+    return FileLock::Acquire(options_.data_dir + "/.lock", 0600);
+  }
+
   std::string dirOf(std::string_view name) const {
     return absl::StrCat(options_.data_dir, "/", AbslView(name));
   }

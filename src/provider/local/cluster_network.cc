@@ -93,18 +93,8 @@ Status PutNodeFile(const std::string& merged, const std::string& path, const std
 
 StatusOr<HostNetworkLock> HostNetworkLock::Acquire() {
   HF_RETURN_IF_ERROR(MakeDirs("/run/hyperfleet"));
-  const int fd = open("/run/hyperfleet/network.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError("cannot open /run/hyperfleet/network.lock");
-  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-  }
-  return HostNetworkLock(fd);
-}
-
-HostNetworkLock::HostNetworkLock(HostNetworkLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)) {}
-
-HostNetworkLock::~HostNetworkLock() {
-  if (fd_ >= 0) close(fd_);  // closing releases the flock
+  HF_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire("/run/hyperfleet/network.lock", 0600));
+  return HostNetworkLock(std::move(lock));
 }
 
 bool NetnsExists(const std::string& ns) { return fs::exists("/run/netns/" + ns); }

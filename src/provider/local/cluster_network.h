@@ -5,8 +5,10 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "hyperfleet/common/file_lock.h"
 #include "hyperfleet/common/status.h"
 #include "hyperfleet/provider/local_provider.h"
 #include "provider/local/firewall.h"
@@ -28,13 +30,10 @@ class HostNetworkLock {
  public:
   /// Blocks until the lock is ours. Errors: Internal when the lock file cannot be opened.
   static StatusOr<HostNetworkLock> Acquire();
-  HostNetworkLock(HostNetworkLock&& other) noexcept;
-  HostNetworkLock& operator=(HostNetworkLock&&) = delete;
-  ~HostNetworkLock();
 
  private:
-  explicit HostNetworkLock(int fd) : fd_(fd) {}
-  int fd_;
+  explicit HostNetworkLock(FileLock lock) : lock_(std::move(lock)) {}
+  FileLock lock_;
 };
 
 /// A free /22 of `pool` (a CIDR) for a new cluster: one that overlaps no address or route
