@@ -15,17 +15,17 @@ using store::EksAccessEntry;
 
 namespace {
 
-Status Typed(Status s, std::string_view type) { return WithAwsErrorType(std::move(s), type); }
-
 Status EntryNotFound(const std::string& principal) {
-  return Typed(absl::NotFoundError(absl::StrCat(
-                   "The specified principalArn could not be found: ", principal, ".")),
-               "ResourceNotFoundException");
+  return WithAwsErrorType(
+      absl::NotFoundError(absl::StrCat(
+          "The specified principalArn could not be found: ", principal, ".")),
+      "ResourceNotFoundException");
 }
 
 Status Conflict(const std::string& what) {
-  return Typed(absl::FailedPreconditionError(absl::StrCat(what, " changed meanwhile; retry.")),
-               "InvalidRequestException");
+  return WithAwsErrorType(
+      absl::FailedPreconditionError(absl::StrCat(what, " changed meanwhile; retry.")),
+      "InvalidRequestException");
 }
 
 json AssociationJson(const store::EksPolicyAssociation& p) {
@@ -74,14 +74,16 @@ StatusOr<store::EksCluster> EksOperations::entryCluster(const std::string& name)
   auto c = store_.eksCluster(name);
   if (!c.ok() || c->name != name) {
     if (!c.ok() && c.status().code() != absl::StatusCode::kNotFound) return c.status();
-    return Typed(absl::NotFoundError(absl::StrCat("No cluster found for name: ", name, ".")),
-                 "ResourceNotFoundException");
+    return WithAwsErrorType(
+        absl::NotFoundError(absl::StrCat("No cluster found for name: ", name, ".")),
+        "ResourceNotFoundException");
   }
   if (c->auth_mode == store::EksAuthMode::kConfigMap) {
-    return Typed(absl::InvalidArgumentError(
-                     "The cluster's authentication mode must be set to one of [API, "
-                     "API_AND_CONFIG_MAP] to perform this operation."),
-                 "InvalidRequestException");
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(
+            "The cluster's authentication mode must be set to one of [API, "
+            "API_AND_CONFIG_MAP] to perform this operation."),
+        "InvalidRequestException");
   }
   return c;
 }
@@ -126,19 +128,21 @@ StatusOr<json> EksOperations::createAccessEntry(const json& in) {
   e.cluster = cluster;
   e.principal_arn = in["principalArn"].get<std::string>();
   if (!e.principal_arn.starts_with("arn:aws:iam::")) {
-    return Typed(absl::InvalidArgumentError(absl::StrCat(
-                     "The principalArn parameter format is not valid: ", e.principal_arn)),
-                 "InvalidParameterException");
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat(
+            "The principalArn parameter format is not valid: ", e.principal_arn)),
+        "InvalidParameterException");
   }
   if (in.contains("kubernetesGroups")) {
     e.kubernetes_groups = in["kubernetesGroups"].get<std::vector<std::string>>();
   }
   for (const std::string& g : e.kubernetes_groups) {
     if (g.starts_with("system:")) {
-      return Typed(absl::InvalidArgumentError(absl::StrCat(
-                       "The kubernetesGroups parameter cannot contain '", g,
-                       "': group names cannot start with system:.")),
-                   "InvalidParameterException");
+      return WithAwsErrorType(
+          absl::InvalidArgumentError(absl::StrCat(
+              "The kubernetesGroups parameter cannot contain '", g,
+              "': group names cannot start with system:.")),
+          "InvalidParameterException");
     }
   }
   e.username = in.value("username", "");
@@ -146,23 +150,25 @@ StatusOr<json> EksOperations::createAccessEntry(const json& in) {
   // AWS's own; "system:kube-controller-manager" would get that component's RBAC.
   for (const char* reserved : {"system:", "eks:", "aws:", "amazon:", "iam:"}) {
     if (e.username.starts_with(reserved)) {
-      return Typed(absl::InvalidArgumentError(absl::StrCat(
-                       "The username parameter cannot be '", e.username,
-                       "': usernames cannot start with ", reserved, ".")),
-                   "InvalidParameterException");
+      return WithAwsErrorType(
+          absl::InvalidArgumentError(absl::StrCat(
+              "The username parameter cannot be '", e.username, "': usernames cannot start with ",
+              reserved, ".")),
+          "InvalidParameterException");
     }
   }
   e.type = in.value("type", "STANDARD");
   if (e.type != "STANDARD") {
-    return Typed(absl::InvalidArgumentError(absl::StrCat(
-                     "Hyperfleet serves access entries of type STANDARD only ('type' is ",
-                     e.type, ").")),
-                 "InvalidParameterException");
+    return WithAwsErrorType(
+        absl::InvalidArgumentError(absl::StrCat(
+            "Hyperfleet serves access entries of type STANDARD only ('type' is ", e.type, ").")),
+        "InvalidParameterException");
   }
   if (store_.eksAccessEntry(cluster, e.principal_arn).ok()) {
-    return Typed(absl::AlreadyExistsError(
-                     "The specified access entry resource is already in use on this cluster."),
-                 "ResourceInUseException");
+    return WithAwsErrorType(
+        absl::AlreadyExistsError(
+            "The specified access entry resource is already in use on this cluster."),
+        "ResourceInUseException");
   }
   e.arn = accessEntryArn(cluster, e.principal_arn);
   e.created_at = e.modified_at = clock_.now();
@@ -211,9 +217,10 @@ StatusOr<json> EksOperations::associatePolicy(const json& in) {
   store::EksPolicyAssociation a;
   auto associate = [&](EksAccessEntry& e) -> Status {
     if (AccessPolicyOfArn(policy) == nullptr) {
-      return Typed(absl::InvalidArgumentError(absl::StrCat(
-                       "The policyArn parameter is not an EKS access policy: ", policy)),
-                   "InvalidParameterException");
+      return WithAwsErrorType(
+          absl::InvalidArgumentError(absl::StrCat(
+              "The policyArn parameter is not an EKS access policy: ", policy)),
+          "InvalidParameterException");
     }
     const json& scope = in["accessScope"];
     a = store::EksPolicyAssociation{};
@@ -223,9 +230,10 @@ StatusOr<json> EksOperations::associatePolicy(const json& in) {
       a.namespaces = scope["namespaces"].get<std::vector<std::string>>();
     }
     if (a.scope_type == "namespace" && a.namespaces.empty()) {
-      return Typed(absl::InvalidArgumentError(
-                       "accessScope.namespaces is required when accessScope.type is namespace."),
-                   "InvalidParameterException");
+      return WithAwsErrorType(
+          absl::InvalidArgumentError(
+              "accessScope.namespaces is required when accessScope.type is namespace."),
+          "InvalidParameterException");
     }
     if (a.scope_type == "cluster") a.namespaces.clear();
     a.associated_at = a.modified_at = clock_.now();
@@ -253,9 +261,10 @@ StatusOr<json> EksOperations::disassociatePolicy(const json& in) {
     auto it = std::find_if(e.policies.begin(), e.policies.end(),
                            [&](const auto& p) { return p.policy_arn == policy; });
     if (it == e.policies.end()) {
-      return Typed(absl::NotFoundError(absl::StrCat("The policy ", policy,
-                                                    " is not associated with ", principal, ".")),
-                   "ResourceNotFoundException");
+      return WithAwsErrorType(
+          absl::NotFoundError(absl::StrCat(
+              "The policy ", policy, " is not associated with ", principal, ".")),
+          "ResourceNotFoundException");
     }
     e.policies.erase(it);
     e.modified_at = clock_.now();

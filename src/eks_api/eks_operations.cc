@@ -22,15 +22,14 @@ namespace {
 
 constexpr size_t kMaxTagsPerResource = 50;
 
-Status Typed(Status s, std::string_view type) { return WithAwsErrorType(std::move(s), type); }
-
 Status ClusterNotFound(const std::string& name) {
-  return Typed(absl::NotFoundError(absl::StrCat("No cluster found for name: ", name, ".")),
-               "ResourceNotFoundException");
+  return WithAwsErrorType(
+      absl::NotFoundError(absl::StrCat("No cluster found for name: ", name, ".")),
+      "ResourceNotFoundException");
 }
 
 Status InvalidParameter(std::string message) {
-  return Typed(absl::InvalidArgumentError(message), "InvalidParameterException");
+  return WithAwsErrorType(absl::InvalidArgumentError(message), "InvalidParameterException");
 }
 
 /// OK when `cidr` is a Service range EKS accepts (the model's documentation of
@@ -188,9 +187,9 @@ StatusOr<json> EksOperations::createCluster(const json& in, std::string_view cal
                                          absl::StrJoin(versions, ", "), "."));
   }
   if (store_.eksCluster(c.name).ok()) {
-    return Typed(absl::AlreadyExistsError(
-                     absl::StrCat("Cluster already exists with name: ", c.name)),
-                 "ResourceInUseException");
+    return WithAwsErrorType(
+        absl::AlreadyExistsError(absl::StrCat("Cluster already exists with name: ", c.name)),
+        "ResourceInUseException");
   }
   c.arn = absl::StrCat("arn:aws:eks:", config_.region, ":", config_.account_id, ":cluster/",
                        c.name);
@@ -246,9 +245,9 @@ StatusOr<json> EksOperations::createCluster(const json& in, std::string_view cal
   auto rev = store_.commit(batch);
   if (!rev.ok()) {
     if (rev.status().code() == absl::StatusCode::kFailedPrecondition) {
-      return Typed(absl::AlreadyExistsError(
-                       absl::StrCat("Cluster already exists with name: ", c.name)),
-                   "ResourceInUseException");
+      return WithAwsErrorType(
+          absl::AlreadyExistsError(absl::StrCat("Cluster already exists with name: ", c.name)),
+          "ResourceInUseException");
     }
     return rev.status();
   }
@@ -284,10 +283,11 @@ StatusOr<json> EksOperations::deleteCluster(const json& in) {
     if (c->name != name) return ClusterNotFound(name);
     if (in_use_) {
       if (auto user = in_use_(c->arn)) {
-        return Typed(absl::FailedPreconditionError(absl::StrCat(
-                         "Cluster ", name, " is in use by HyperPod cluster ", *user,
-                         ". Delete that cluster first.")),
-                     "ResourceInUseException");
+        return WithAwsErrorType(
+            absl::FailedPreconditionError(absl::StrCat(
+                "Cluster ", name, " is in use by HyperPod cluster ", *user,
+                ". Delete that cluster first.")),
+            "ResourceInUseException");
       }
     }
     if (c->status == EksClusterStatus::kDeleting) return json{{"cluster", ClusterJson(*c)}};
@@ -298,9 +298,10 @@ StatusOr<json> EksOperations::deleteCluster(const json& in) {
     if (on_change_) on_change_(name);
     return json{{"cluster", ClusterJson(*c)}};
   }
-  return Typed(absl::FailedPreconditionError(absl::StrCat(
-                   "Cluster ", name, " kept changing while it was being deleted; retry.")),
-               "ResourceInUseException");
+  return WithAwsErrorType(
+      absl::FailedPreconditionError(absl::StrCat(
+          "Cluster ", name, " kept changing while it was being deleted; retry.")),
+      "ResourceInUseException");
 }
 
 Status EksOperations::changeTags(
@@ -318,21 +319,24 @@ Status EksOperations::changeTags(
       batch.eks_access_entries.push_back({*e, e->revision, false});
       tags = &batch.eks_access_entries.back().entry.tags;
     } else {
-      return Typed(absl::NotFoundError(absl::StrCat("Resource not found: ", arn)),
-                   "NotFoundException");
+      return WithAwsErrorType(
+          absl::NotFoundError(absl::StrCat("Resource not found: ", arn)),
+          "NotFoundException");
     }
     change(*tags);
     if (tags->size() > kMaxTagsPerResource) {  // EKS's quota: 50 tags per resource
-      return Typed(absl::InvalidArgumentError(absl::StrCat(
-                       "The resource ", arn, " would have ", tags->size(),
-                       " tags; the limit for 'tags' is ", kMaxTagsPerResource, ".")),
-                   "BadRequestException");
+      return WithAwsErrorType(
+          absl::InvalidArgumentError(absl::StrCat(
+              "The resource ", arn, " would have ", tags->size(), " tags; the limit for 'tags' is ",
+              kMaxTagsPerResource, ".")),
+          "BadRequestException");
     }
     if (store_.commit(batch).ok()) return absl::OkStatus();
   }
-  return Typed(absl::FailedPreconditionError(absl::StrCat(
-                   "The resource ", arn, " changed while it was being tagged; retry.")),
-               "BadRequestException");
+  return WithAwsErrorType(
+      absl::FailedPreconditionError(absl::StrCat(
+          "The resource ", arn, " changed while it was being tagged; retry.")),
+      "BadRequestException");
 }
 
 StatusOr<json> EksOperations::tagResource(const json& in) {
@@ -355,8 +359,9 @@ StatusOr<json> EksOperations::listTags(const json& in) {
   const std::string arn = in["resourceArn"].get<std::string>();
   if (auto c = store_.eksCluster(arn); c.ok() && c->arn == arn) return json{{"tags", c->tags}};
   if (auto e = store_.eksAccessEntryByArn(arn); e.ok()) return json{{"tags", e->tags}};
-  return Typed(absl::NotFoundError(absl::StrCat("Resource not found: ", arn)),
-               "NotFoundException");
+  return WithAwsErrorType(
+      absl::NotFoundError(absl::StrCat("Resource not found: ", arn)),
+      "NotFoundException");
 }
 
 }  // namespace hf::eks
