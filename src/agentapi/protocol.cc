@@ -193,6 +193,7 @@ void Members(Of<RegisterResponse>, auto& m, auto&& f) {
   f(Member{"files_revision"}, m.files_revision);
   f(Member{"files"}, m.files);
   f(Member{"lifecycle"}, m.lifecycle);
+  f(Member{"start_units", Read::kOptional, Write::kIfSet}, m.start_units);
 }
 
 void Members(Of<HealthFinding>, auto& m, auto&& f) {

@@ -94,7 +94,7 @@ struct LifecycleSpec {
 
 /// {"version", "cluster_id", "cluster_name", "group", "instance_id", "instance_type",
 /// "heartbeat_seconds", "expected_gpus" (NVIDIA types only), "files_revision", "files",
-/// "lifecycle"}.
+/// "lifecycle", "start_units" (only when some)}.
 struct RegisterResponse {
   int version = kProtocolVersion;
   std::string cluster_id, cluster_name, group, instance_id, instance_type;
@@ -104,6 +104,10 @@ struct RegisterResponse {
   int64_t files_revision = 0;  ///< content hash of `files`
   std::vector<NodeFile> files;
   LifecycleSpec lifecycle;
+  /// systemd units (e.g. "kubelet.service") the agent starts once the lifecycle scripts have
+  /// succeeded in this run, or right after registering when they are not to run (run and
+  /// wait false: they ran before this boot); never when they failed. Absent: none.
+  std::vector<std::string> start_units;
   bool operator==(const RegisterResponse&) const = default;
 };
 

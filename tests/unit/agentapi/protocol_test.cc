@@ -87,6 +87,7 @@ TEST(ProtocolTest, MessagesOfThisVersionRoundTrip) {
   r.lifecycle.source_s3_uri = "s3://b/p/";
   r.lifecycle.on_create = "on_create.sh";
   r.lifecycle.directory = "/tmp/b/p/";
+  r.start_units = {"containerd.service", "kubelet.service"};
   auto back = Parse<RegisterResponse>(Encode(r));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, r);
@@ -120,6 +121,11 @@ TEST(ProtocolTest, OptionalMembersAreLeftOutWhenUnset) {
   EXPECT_EQ(json(empty), json::parse(R"({"version": 1})"));
   RegisterResponse cpu;
   EXPECT_FALSE(json(cpu).contains("expected_gpus"));
+  // No units to start: no "start_units", as before the member existed; absent reads as none.
+  EXPECT_FALSE(json(cpu).contains("start_units"));
+  auto old = Parse<RegisterResponse>(R"({"cluster_id": "c-1", "lifecycle": {"run": false}})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->start_units.empty());
 }
 
 TEST(ProtocolTest, ReportsThatMustNotCostAHeartbeatAreLenient) {
@@ -161,6 +167,8 @@ TEST(ProtocolTest, MalformedMessagesAreRefusedNamingTheMember) {
             "files[0]: a file has no path");
   EXPECT_EQ(Parse<RegisterResponse>(R"({"heartbeat_seconds": "1"})").status().message(),
             "heartbeat_seconds must be an integer");
+  EXPECT_EQ(Parse<RegisterResponse>(R"({"start_units": "kubelet.service"})").status().message(),
+            "start_units must be an array");
   EXPECT_EQ(Parse<HeartbeatRequest>("{not json").status().message(), "the body is not JSON");
   EXPECT_EQ(Parse<HeartbeatRequest>("[]").status().message(),
             "the heartbeat must be a JSON object");
@@ -207,12 +215,14 @@ TEST(ProtocolTest, EveryMessageEncodesToItsWireText) {
   r.lifecycle.on_create = "c.sh";
   r.lifecycle.directory = "/tmp/b/p/";
   r.lifecycle.timeout_seconds = 60;
+  r.start_units = {"kubelet.service"};
   EXPECT_EQ(Encode(r),
             R"({"cluster_id":"c-1","cluster_name":"ml","expected_gpus":1,"files":[{"content":"x",)"
             R"("mode":416,"path":"/etc/a"}],"files_revision":7,"group":"workers",)"
             R"("heartbeat_seconds":5,"instance_id":"i-1","instance_type":"ml.g5.8xlarge",)"
             R"("lifecycle":{"directory":"/tmp/b/p/","on_create":"c.sh","on_init_complete":"",)"
-            R"("run":true,"source_s3_uri":"s3://b/p/","timeout_seconds":60},"version":1})");
+            R"("run":true,"source_s3_uri":"s3://b/p/","timeout_seconds":60},)"
+            R"("start_units":["kubelet.service"],"version":1})");
   HeartbeatResponse h;
   h.files_revision = 7;
   h.time = 12.5;
