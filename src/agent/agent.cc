@@ -1,6 +1,7 @@
 // The agent's life as an ordered list of steps (Nomad's task runner: prestart hooks, then
 // the run): register, write the node files, start the heartbeat with its hooks, wait for the
-// scripts' turn (controller first), run the lifecycle scripts; then heartbeat until stopped.
+// scripts' turn (controller first), run the lifecycle scripts, start the units the control
+// plane names (an EKS node's kubelet); then heartbeat until stopped.
 // Each step is a function of its own below; the heartbeat's optional hooks (health checks,
 // the Slurm controller's duties) are chosen by configuration in HeartbeatHooks().
 //
@@ -19,12 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "control_plane_client.h"
 #include "health_hook.h"
 #include "heartbeat.h"
 #include "hyperfleet/agent/env_file.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/strings.h"
+#include "hyperfleet/common/subprocess.h"
 #include "lifecycle_runner.h"
 #include "slurm_controller_hook.h"
 
@@ -58,6 +61,33 @@ SlurmCommands SlurmCommandsFor(const AgentOptions& options, const Clock& clock) 
 bool HasSlurmConf(const std::vector<agentapi::NodeFile>& files) {
   return std::any_of(files.begin(), files.end(),
                      [](const agentapi::NodeFile& f) { return f.path == kSlurmConfPath; });
+}
+
+/// `systemctl start <units>` on this node: whether it exited 0 within 5 minutes (containerd
+/// is Type=notify: systemctl waits until it is up). Its output goes to the log on failure.
+bool SystemctlStart(const std::vector<std::string>& units, const std::atomic<bool>& stop) {
+  ProcessSpec spec;
+  spec.argv = {"systemctl", "start"};
+  spec.argv.insert(spec.argv.end(), units.begin(), units.end());
+  spec.env = std::vector<std::string>{
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C",
+      "SYSTEMD_PAGER=", "SYSTEMD_COLORS=0"};
+  spec.out = Stdio::Pipe();
+  spec.err = Stdio::Stdout();
+  spec.group = ProcessGroup::kNewGroup;
+  RunOptions run;
+  run.timeout = std::chrono::minutes(5);
+  run.stop = &stop;
+  auto result = RunProcess(spec, run);
+  if (!result.ok()) {
+    spdlog::error("systemctl start: {}", std::string(result.status().message()));
+    return false;
+  }
+  if (!result->ok()) {
+    spdlog::error("systemctl start {} exited {}: {}", absl::StrJoin(units, " "),
+                  result->exit.exit_code, std::string(StripAsciiWhitespace(result->out)));
+  }
+  return result->ok();
 }
 
 }  // namespace
@@ -111,6 +141,7 @@ Status Agent::Run() {
       {"heartbeat", &Agent::StartHeartbeat},
       {"controller first", &Agent::WaitForTurn},
       {"lifecycle scripts", &Agent::RunLifecycle},
+      {"start units", &Agent::StartUnits},
   };
   Status status = absl::OkStatus();
   for (const Step& step : kSteps) {
@@ -215,12 +246,51 @@ Status Agent::WaitForTurn(Context& ctx) {
     auto again = ctx.client->Register(ctx.boot_id);
     if (!again.ok()) return again.status();  // stopped
     ctx.lifecycle = again->lifecycle;
+    ctx.registration.start_units = std::move(again->start_units);
+    if (again->files_revision != ctx.registration.files_revision) {
+      // Files the control plane could make only now (an EKS node's kubelet files, once its
+      // Kubernetes control plane answers): written before the scripts, as at registration.
+      // The heartbeat gets them too and confirms them.
+      ctx.registration.files = std::move(again->files);
+      ctx.registration.files_revision = again->files_revision;
+      HF_RETURN_IF_ERROR(WriteFiles(ctx));
+    }
   }
   return absl::OkStatus();
 }
 
 Status Agent::RunLifecycle(Context& ctx) {
   ctx.finished = lifecycle_->Run(ctx.lifecycle);
+  return absl::OkStatus();
+}
+
+// The units the control plane names (start_units): after scripts that succeeded, or at once
+// when none were to run (they ran before this boot); never after a failure or a stop. A unit
+// that does not start is logged, not fatal: the node stays up for the user to look at.
+Status Agent::StartUnits(Context& ctx) {
+  const std::vector<std::string>& units = ctx.registration.start_units;
+  if (units.empty() || stop_) return absl::OkStatus();
+  const std::string names = absl::StrJoin(units, " ");
+  if (ctx.lifecycle.run && !lifecycle_->Succeeded()) {
+    spdlog::info("not starting {}: the lifecycle scripts did not succeed", names);
+    return absl::OkStatus();
+  }
+  bool started = false;
+  if (options_.start_units) {
+    started = options_.start_units(units);
+  } else if (options_.root == "/") {
+    started = SystemctlStart(units, stop_);
+  } else {
+    spdlog::info("not starting {} under root {}", names, options_.root);
+    return absl::OkStatus();
+  }
+  if (started) {
+    spdlog::info("started {}", names);
+    lifecycle_->AppendNodeLog("[hyperfleet] Started " + names);
+  } else {
+    lifecycle_->AppendNodeLog("[hyperfleet] Could not start " + names +
+                              " (see the agent's journal)");
+  }
   return absl::OkStatus();
 }
 

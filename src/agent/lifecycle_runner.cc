@@ -146,6 +146,7 @@ void LifecycleRunner::WriteRecord(const json& record) {
 bool LifecycleRunner::Finish(const LifecycleReport& report) {
   json record = {{"phase", "finished"}, {"report", report}, {"acknowledged", false}};
   WriteRecord(record);
+  succeeded_ = report.state == agentapi::kSucceeded;
   AppendNodeLog(report.state == agentapi::kSucceeded
                     ? "[hyperfleet] The lifecycle scripts succeeded."
                     : "[hyperfleet] The lifecycle scripts failed: " + report.message);
@@ -164,6 +165,8 @@ std::optional<bool> LifecycleRunner::Resume(const LifecycleSpec& spec) {
   if (phase == "finished") {
     if (record.value("acknowledged", false)) {
       spdlog::info("lifecycle scripts already ran on this node; not running them again");
+      const json report = record.value("report", json());
+      succeeded_ = report.is_object() && report.value("state", "") == agentapi::kSucceeded;
       return true;
     }
     auto report = agentapi::Decode<LifecycleReport>(record.value("report", json()));

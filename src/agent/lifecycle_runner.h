@@ -40,6 +40,9 @@ class LifecycleRunner {
   /// Does what `spec` asks (nothing when it does not ask to run): false when stopped before
   /// the result was acknowledged.
   bool Run(const agentapi::LifecycleSpec& spec);
+  /// After Run(): whether the scripts have succeeded, in that run or (as recorded in the
+  /// state file) in an earlier one. False when they failed, were stopped, or did not run.
+  bool Succeeded() const { return succeeded_; }
   /// Appends `line` to the node's own log of the lifecycle.
   void AppendNodeLog(const std::string& line);
   /// Drops the output not sent yet, so that a stop does not wait for the control plane.
@@ -70,6 +73,7 @@ class LifecycleRunner {
   std::ofstream node_log_;
   std::mutex mu_;
   LogShipper* shipper_ = nullptr;  ///< the running script's (guarded by mu_)
+  bool succeeded_ = false;         ///< see Succeeded()
 };
 
 }  // namespace hf::agent

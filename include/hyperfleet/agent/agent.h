@@ -34,8 +34,9 @@ class Agent {
   /// /opt/sagemaker_cluster, starts heartbeating, waits while the control plane holds the
   /// scripts back (controller first), runs the lifecycle scripts when the control plane asks
   /// and no result is recorded in /var/lib/hyperfleet-agent/lifecycle.json, reports the
-  /// result (retrying until acknowledged), then heartbeats until Stop() (or returns, with
-  /// `once`). A node file that cannot be written is logged, not fatal (the scripts then
+  /// result (retrying until acknowledged), starts the register response's start_units (after
+  /// scripts that succeeded, or when none were to run; see AgentOptions::start_units), then
+  /// heartbeats until Stop() (or returns, with `once`). A node file that cannot be written is logged, not fatal (the scripts then
   /// fail visibly). Errors: Cancelled when stopped before registering, or (with `once`)
   /// before the lifecycle result was acknowledged.
   Status Run();
@@ -52,6 +53,7 @@ class Agent {
   Status StartHeartbeat(Context& ctx);
   Status WaitForTurn(Context& ctx);
   Status RunLifecycle(Context& ctx);
+  Status StartUnits(Context& ctx);
   bool SleepFor(std::chrono::milliseconds d);  // false when stopped
 
   AgentOptions options_;

@@ -70,6 +70,11 @@ struct AgentOptions {
   /// output (slurm_jobs.h) for the heartbeat's "slurm_jobs" (task governance), or nullopt.
   /// Empty: with root "/" the agent runs it; under any other root nothing is reported.
   std::function<std::optional<std::string>()> query_slurm_jobs;
+  /// Starts the register response's "start_units" (e.g. an EKS node's containerd.service,
+  /// kubelet.service and kube-proxy.service) once the lifecycle scripts allow; returns
+  /// whether they started. Empty: with root "/" the agent runs `systemctl start <units>`;
+  /// under any other root nothing is started.
+  std::function<bool(const std::vector<std::string>& units)> start_units;
   /// Runs the node health checks (health.h) before each heartbeat and sends the report as
   /// the heartbeat's "health" member. Under a root other than "/" systemd units are never
   /// touched (see HealthMonitorOptions::run_command).

@@ -444,6 +444,90 @@ TEST_F(AgentTest, HeldBackScriptsRunOnceTheControlPlaneSaysSo) {
             std::string::npos);
 }
 
+// start_units (an EKS node's kubelet): started after the scripts succeeded, logged in the
+// node's lifecycle log after their result.
+TEST_F(AgentTest, UnitsStartAfterTheScriptsSucceeded) {
+  cp_.registration["start_units"] = {"containerd.service", "kubelet.service"};
+  cp_.bundle["on_create.sh"] = "#!/bin/sh\necho ran >> " + root_ + "/runs\n";
+  AgentOptions options = Options();
+  std::vector<std::vector<std::string>> started;
+  options.start_units = [&](const std::vector<std::string>& units) {
+    // The scripts are over when the units start.
+    EXPECT_EQ(ReadFile(root_ + "/runs"), "ran\n");
+    started.push_back(units);
+    return true;
+  };
+  ASSERT_TRUE(RunAgent(options).ok());
+  EXPECT_EQ(started, (std::vector<std::vector<std::string>>{
+                         {"containerd.service", "kubelet.service"}}));
+  const std::string log = ReadFile(root_ + "/var/log/provision/hyperfleet-lifecycle.log");
+  const size_t succeeded = log.find("[hyperfleet] The lifecycle scripts succeeded.");
+  const size_t units = log.find("[hyperfleet] Started containerd.service kubelet.service\n");
+  ASSERT_NE(units, std::string::npos) << log;
+  EXPECT_LT(succeeded, units) << log;
+}
+
+TEST_F(AgentTest, UnitsDoNotStartAfterTheScriptsFailed) {
+  cp_.registration["start_units"] = {"kubelet.service"};
+  cp_.bundle["on_create.sh"] = "#!/bin/sh\nexit 3\n";
+  AgentOptions options = Options();
+  int calls = 0;
+  options.start_units = [&](const std::vector<std::string>&) { return ++calls > 0; };
+  ASSERT_TRUE(RunAgent(options).ok());
+  EXPECT_EQ(LastReport()["state"], "Failed");
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(ReadFile(root_ + "/var/log/provision/hyperfleet-lifecycle.log").find("Started"),
+            std::string::npos);
+}
+
+// After a reboot the control plane does not run the scripts again: the units start at once.
+// One that does not start is logged, and the agent carries on.
+TEST_F(AgentTest, UnitsStartAtOnceWhenNoScriptsAreToRun) {
+  cp_.registration["lifecycle"]["run"] = false;
+  cp_.registration["start_units"] = {"kubelet.service"};
+  AgentOptions options = Options();
+  std::vector<std::string> started;
+  options.start_units = [&](const std::vector<std::string>& units) {
+    started = units;
+    return false;
+  };
+  ASSERT_TRUE(RunAgent(options).ok());
+  EXPECT_EQ(started, (std::vector<std::string>{"kubelet.service"}));
+  EXPECT_NE(ReadFile(root_ + "/var/log/provision/hyperfleet-lifecycle.log")
+                .find("[hyperfleet] Could not start kubelet.service"),
+            std::string::npos);
+}
+
+// Held until the control plane can make the node's files (an EKS node's kubelet files): the
+// files of the answer that ends the wait are on the node before the scripts run.
+TEST_F(AgentTest, FilesOfTheAnswerThatEndsTheWaitAreWrittenBeforeTheScripts) {
+  cp_.registration["files_revision"] = 2;
+  cp_.registration["files"] = json::array(
+      {{{"path", "/etc/hyperfleet/kubelet.env"}, {"mode", 0644}, {"content", "KUBELET_ARGS=x\n"}}});
+  cp_.registration["start_units"] = {"kubelet.service"};
+  {
+    std::lock_guard<std::mutex> lock(cp_.mu());
+    cp_.wait_registrations = 2;
+    cp_.wait_registration = cp_.registration;
+    cp_.wait_registration["files_revision"] = 1;
+    cp_.wait_registration["files"] = json::array();
+    cp_.wait_registration.erase("start_units");
+  }
+  cp_.bundle["on_create.sh"] =
+      "#!/bin/sh\ncat " + root_ + "/etc/hyperfleet/kubelet.env >> " + root_ + "/runs\n";
+  AgentOptions options = Options();
+  std::vector<std::string> started;
+  options.start_units = [&](const std::vector<std::string>& units) {
+    started = units;
+    return true;
+  };
+  ASSERT_TRUE(RunAgent(options).ok());
+  EXPECT_EQ(cp_.registrations, 3);
+  EXPECT_EQ(ReadFile(root_ + "/runs"), "KUBELET_ARGS=x\n");
+  EXPECT_EQ(ModeOf(root_ + "/etc/hyperfleet/kubelet.env"), 0644u);
+  EXPECT_EQ(started, (std::vector<std::string>{"kubelet.service"}));
+}
+
 TEST(SlurmReloadTest, NodeChangesRestartOtherChangesReconfigure) {
   const std::string base =
       "ClusterName=c\nSlurmctldHost=ip-10-0-0-2(10.0.0.2)\n"

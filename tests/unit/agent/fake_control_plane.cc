@@ -119,7 +119,7 @@ http::HttpResponse FakeControlPlane::Handle(http::HttpRequest&& request) {
     register_bodies.push_back(body);
     ++registrations;
     if (registrations <= wait_registrations) {
-      json held = registration;
+      json held = wait_registration.is_null() ? registration : wait_registration;
       held["lifecycle"] = {{"run", false},
                            {"wait", true},
                            {"wait_reason", "the controller first"},

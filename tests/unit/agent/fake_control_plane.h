@@ -42,6 +42,8 @@ class FakeControlPlane {
   nlohmann::json heartbeat_response = nlohmann::json::object();
   /// The first this-many registrations are told to wait (controller first), retry in 20 ms.
   int wait_registrations = 0;
+  /// What those held registrations answer besides the wait (null: `registration`).
+  nlohmann::json wait_registration;
 
   // What the agent sent.
   std::vector<nlohmann::json> reports;      ///< lifecycle report bodies, in order
