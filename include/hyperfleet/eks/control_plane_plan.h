@@ -101,6 +101,12 @@ struct ControlPlaneLayout {
   }
   std::string scheduler_kubeconfig() const { return dir + "/scheduler.kubeconfig"; }
   std::string token_webhook_kubeconfig() const { return dir + "/token-webhook.kubeconfig"; }
+  /// kube-proxy's kubeconfig, the same for every node (ControlPlanes::nodeJoin).
+  std::string kube_proxy_kubeconfig() const { return dir + "/kube-proxy.kubeconfig"; }
+  /// Node `node`'s credentials: <dir>/nodes/<node>/ (kubelet.kubeconfig).
+  std::string node_dir(std::string_view node) const {
+    return dir + "/nodes/" + std::string(node);
+  }
 };
 
 /// One supervised program: a name (also its log's: <dir>/logs/<name>.log) and its argv.

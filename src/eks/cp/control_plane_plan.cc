@@ -210,7 +210,9 @@ std::vector<Component> ComponentCommands(const ControlPlanePlan& plan,
                  "--service-account-key-file=" + pki + "/sa.pub",
                  "--service-account-signing-key-file=" + pki + "/sa.key",
                  "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                 "--authorization-mode=Node,RBAC", "--allow-privileged=true"}};
+                 "--authorization-mode=Node,RBAC",
+                 // With the Node authorizer: a kubelet may change its own Node and pods only.
+                 "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true"}};
   if (!plan.spec.token_webhook_url.empty()) {
     api.argv.push_back("--authentication-token-webhook-config-file=" +
                        layout.token_webhook_kubeconfig());

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "eks/cp/control_plane_files.h"
 #include "eks/cp/control_plane_host.h"
+#include "eks/cp/control_plane_nodes.h"
 #include "hyperfleet/common/file_lock.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/strings.h"
@@ -147,12 +148,111 @@ class ProcessControlPlanes final : public ControlPlanes {
     return names;
   }
 
+  StatusOr<NodeJoin> nodeJoin(std::string_view name, std::string_view node_name) override {
+    HF_RETURN_IF_ERROR(CheckNodeName(node_name));
+    // Both locks: another process (the eks-control-plane command) may join the same node.
+    std::lock_guard lock(mu_);
+    HF_ASSIGN_OR_RETURN(FileLock across, lockDataDir());
+    HF_ASSIGN_OR_RETURN(ControlPlanePlan plan, loadPlan(name));
+    return LoadOrMakeNodeJoin(ControlPlaneLayout{dirOf(name)}, plan, node_name);
+  }
+
+  StatusOr<std::vector<KubeNode>> nodes(std::string_view name) override {
+    HF_RETURN_IF_ERROR(loadPlan(name).status());
+    HF_ASSIGN_OR_RETURN(std::string out,
+                        runKubectl(name, {"get", "nodes", "-o", "json"}, "kubectl get nodes"));
+    auto nodes = ParseNodeList(out);
+    if (!nodes.ok()) return absl::InternalError(nodes.status().message());
+    return nodes;
+  }
+
+  Status updateNode(std::string_view name, std::string_view node_name,
+                    const NodeUpdate& update) override {
+    HF_RETURN_IF_ERROR(CheckNodeName(node_name));
+    HF_RETURN_IF_ERROR(loadPlan(name).status());
+    const std::string node(node_name);
+    // Read, patch with the read's resourceVersion, again when the Node changed in between
+    // (the node lifecycle controller adds and removes taints of its own).
+    Status last;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      HF_ASSIGN_OR_RETURN(std::string text, runKubectl(name, {"get", "node", node, "-o", "json"},
+                                                       "kubectl get node " + node));
+      const nlohmann::json current = nlohmann::json::parse(text, nullptr, false);
+      HF_ASSIGN_OR_RETURN(nlohmann::json patch, NodePatch(current, update));
+      if (update == NodeUpdate{}) return absl::OkStatus();
+      last = runKubectl(name, {"patch", "node", node, "--type=merge", "-p", patch.dump()},
+                        "kubectl patch node " + node)
+                 .status();
+      if (!absl::IsAborted(last)) return last;
+    }
+    return last;
+  }
+
+  Status removeNode(std::string_view name, std::string_view node_name) override {
+    HF_RETURN_IF_ERROR(CheckNodeName(node_name));
+    HF_RETURN_IF_ERROR(loadPlan(name).status());
+    const std::string node(node_name);
+    HF_RETURN_IF_ERROR(runKubectl(name,
+                                  {"delete", "pods", "--all-namespaces",
+                                   "--field-selector=spec.nodeName=" + node, "--grace-period=0",
+                                   "--force", "--wait=false"},
+                                  "kubectl delete pods of node " + node)
+                           .status());
+    HF_RETURN_IF_ERROR(runKubectl(name, {"delete", "node", node, "--ignore-not-found"},
+                                  "kubectl delete node " + node)
+                           .status());
+    std::lock_guard lock(mu_);
+    HF_ASSIGN_OR_RETURN(FileLock across, lockDataDir());
+    std::error_code ec;
+    const std::string node_dir = ControlPlaneLayout{dirOf(name)}.node_dir(node);
+    fs::remove_all(node_dir, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat("cannot delete ", node_dir, ": ", ec.message()));
+    }
+    return absl::OkStatus();
+  }
+
  private:
   // flock(<data-dir>/.lock): ensure and remove of two processes (a server and the
   // eks-control-plane command) never interleave; two creations at once chose the same ports.
   StatusOr<FileLock> lockDataDir() const {
     HF_RETURN_IF_ERROR(MakeDirs(options_.data_dir, 0700));
     return FileLock::Acquire(options_.data_dir + "/.lock", 0600);
+  }
+
+  // The plan of control plane `name`. Errors: NotFound when it has none (never made, removed).
+  StatusOr<ControlPlanePlan> loadPlan(std::string_view name) const {
+    auto json = ValidClusterName(name) ? ReadJson(dirOf(name) + "/control-plane.json")
+                                       : StatusOr<nlohmann::json>(absl::NotFoundError(""));
+    if (!json.ok()) {
+      return absl::NotFoundError(
+          absl::StrCat("EKS cluster ", AbslView(name), " has no control plane on this host"));
+    }
+    return PlanFromJson(*json);
+  }
+
+  // kubectl `args` against control plane `name` as its admin; its stdout. Errors:
+  // KubectlFailure's (prefixed `what`), Unavailable when it took more than 10 s.
+  StatusOr<std::string> runKubectl(std::string_view name, std::vector<std::string> args,
+                                   const std::string& what) const {
+    const ControlPlaneLayout layout{dirOf(name)};
+    ProcessSpec spec;
+    spec.argv = {kubectl(), "--kubeconfig=" + layout.admin_kubeconfig(), "--request-timeout=8s"};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    // HOME: its discovery cache goes with the control plane's data, as the supervisor's does.
+    spec.env = std::vector<std::string>{"HOME=" + layout.dir, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    spec.out = Stdio::Pipe();
+    spec.err = Stdio::Pipe();
+    RunOptions run;
+    run.timeout = 10s;
+    run.clock = clock_;
+    HF_ASSIGN_OR_RETURN(RunResult result, RunProcess(spec, run));
+    if (result.ending == RunEnding::kTimedOut) {
+      return absl::UnavailableError(absl::StrCat(what, ": the apiserver of ", AbslView(name),
+                                                 " did not answer within 10 s"));
+    }
+    if (!result.ok()) return KubectlFailure(what, result.err + result.out);
+    return std::move(result.out);
   }
 
   std::string dirOf(std::string_view name) const {

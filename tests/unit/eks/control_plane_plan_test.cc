@@ -156,6 +156,9 @@ TEST(ComponentCommandsTest, Release120GetsInsecurePortsOfItsOwn) {
   EXPECT_THAT(api, Contains("--etcd-servers=http://127.0.0.1:26001"));
   EXPECT_THAT(api, Contains("--service-cluster-ip-range=10.100.0.0/16"));
   EXPECT_THAT(api, Not(Contains(HasSubstr("token-webhook"))));
+  // Node credentials act for their own Node only (authorizer and admission together).
+  EXPECT_THAT(api, Contains("--authorization-mode=Node,RBAC"));
+  EXPECT_THAT(api, Contains("--enable-admission-plugins=NodeRestriction"));
   const auto& cm = Find(components, "kube-controller-manager").argv;
   EXPECT_THAT(cm, Contains("--secure-port=26004"));
   EXPECT_THAT(cm, Contains("--port=26005"));

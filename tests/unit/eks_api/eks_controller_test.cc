@@ -109,6 +109,19 @@ class RecordingPlanes : public ControlPlanes {
     for (const auto& [n, p] : phase) out.push_back(n);
     return out;
   }
+  // The EKS controller never touches Nodes.
+  StatusOr<NodeJoin> nodeJoin(std::string_view, std::string_view) override {
+    return absl::UnimplementedError("not used by the EKS controller");
+  }
+  StatusOr<std::vector<KubeNode>> nodes(std::string_view) override {
+    return absl::UnimplementedError("not used by the EKS controller");
+  }
+  Status updateNode(std::string_view, std::string_view, const NodeUpdate&) override {
+    return absl::UnimplementedError("not used by the EKS controller");
+  }
+  Status removeNode(std::string_view, std::string_view) override {
+    return absl::UnimplementedError("not used by the EKS controller");
+  }
   std::map<std::string, P> phase;
   std::vector<ControlPlaneSpec> ensured;
   std::vector<std::string> removed;
