@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "hyperfleet/agentapi/health_events.h"
+#include "hyperfleet/agentapi/kubernetes_node_files.h"
 #include "hyperfleet/agentapi/lifecycle_gate.h"
 #include "hyperfleet/agentapi/node_records.h"
 #include "hyperfleet/common/uri.h"
@@ -144,10 +145,14 @@ StatusOr<AgentService::Caller> AgentService::authenticate(const http::HttpReques
   Caller caller;
   auto cluster = store_.clusterById(cluster_id);
   auto node = cluster.ok() ? store_.node(cluster_id, instance_id) : cluster.status();
-  if (!cluster.ok() && absl::IsNotFound(cluster.status())) files_.forget(cluster_id);
+  if (!cluster.ok() && absl::IsNotFound(cluster.status())) {
+    files_.forget(cluster_id);
+    forgetJoins(cluster_id);
+  }
   if (!node.ok()) {
     if (absl::IsNotFound(node.status())) {
       cache_.untrack(instance_id);
+      forgetJoins(cluster_id, instance_id);
       return absl::PermissionDeniedError("instance " + instance_id + " no longer exists");
     }
     return node.status();
@@ -192,14 +197,62 @@ http::HttpResponse AgentService::handle(http::HttpRequest&& request) {
   }
 }
 
+void AgentService::forgetJoins(const std::string& cluster_id, const std::string& instance_id) {
+  std::lock_guard lock(mu_);
+  if (!instance_id.empty()) {
+    joins_.erase({cluster_id, instance_id});
+    return;
+  }
+  std::erase_if(joins_, [&](const auto& kv) { return kv.first.first == cluster_id; });
+}
+
+StatusOr<eks::NodeJoin> AgentService::nodeJoin(const Caller& caller,
+                                               const std::string& eks_name) {
+  const std::pair<std::string, std::string> key{caller.cluster.id, caller.node.instance_id};
+  const SteadyTime now = clock_.monotonic();
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = joins_.find(key); it != joins_.end()) {
+      if (it->second.join) return *it->second.join;
+      // Registrations and heartbeats of a waiting node do not each ask a control plane that
+      // is not up.
+      if (now - it->second.asked < std::chrono::milliseconds(options_.lifecycle_wait_retry_ms)) {
+        return it->second.error;
+      }
+    }
+  }
+  // Outside the lock: it may ask the apiserver. Two at once ask twice; nodeJoin is idempotent.
+  auto join = options_.control_planes->nodeJoin(
+      eks_name, model::KubernetesNodeName(caller.node.instance_id));
+  std::lock_guard lock(mu_);
+  Join& kept = joins_[key];
+  kept.asked = now;
+  if (join.ok()) {
+    kept.join = *join;
+  } else if (!kept.join) {
+    kept.error = join.status();
+    spdlog::debug("node {}: no join to EKS cluster {} yet: {}", caller.node.instance_id,
+                  eks_name, std::string(join.status().message()));
+  }
+  return join;
+}
+
 StatusOr<NodeFilesCache::Result> AgentService::nodeFiles(const Caller& caller,
-                                                         std::optional<int64_t> agent_revision) {
+                                                         std::optional<int64_t> agent_revision,
+                                                         std::optional<Status>* join) {
   std::optional<json> params;
   if (caller.node.lifecycle.is_object()) {
     params = params_.get(caller.node.lifecycle.value("SourceS3Uri", ""));
   }
+  std::vector<NodeFile> kubernetes;
+  const std::string eks_name = caller.cluster.eksClusterName();
+  if (!eks_name.empty() && options_.control_planes != nullptr) {
+    auto joined = nodeJoin(caller, eks_name);
+    if (joined.ok()) kubernetes = KubernetesNodeFiles(caller.cluster, caller.node, *joined);
+    if (join != nullptr) *join = joined.status();
+  }
   HF_ASSIGN_OR_RETURN(NodeFilesCache::Result out,
-                      files_.get(caller.cluster, caller.node, params, agent_revision));
+                      files_.get(caller.cluster, caller.node, params, agent_revision, kubernetes));
   if (!out.controller_group.empty()) {
     cache_.setControllerGroup(caller.cluster.id, out.controller_group);
   }
@@ -208,7 +261,8 @@ StatusOr<NodeFilesCache::Result> AgentService::nodeFiles(const Caller& caller,
 
 http::HttpResponse AgentService::registerNode(const Caller& caller, const RegisterRequest&) {
   touch(caller.node.instance_id);
-  auto files = nodeFiles(caller, std::nullopt);
+  std::optional<Status> join;
+  auto files = nodeFiles(caller, std::nullopt, &join);
   if (!files.ok()) return Error(HttpStatusOf(files.status()), files.status().message());
   if (files->slurm) {
     // The agent writes these files before anything else (its lifecycle scripts included).
@@ -230,6 +284,14 @@ http::HttpResponse AgentService::registerNode(const Caller& caller, const Regist
   out.lifecycle =
       LifecyclePlan(caller.cluster, caller.node, files->snapshot->nodes, files->controller_group,
                     options_.lifecycle_timeout_seconds, options_.lifecycle_wait_retry_ms);
+  if (join) {
+    // An EKS node: held until it can join its cluster's control plane, then its units.
+    KubernetesStart start = PlanKubernetesStart(caller.cluster, caller.node,
+                                                std::move(out.lifecycle), *join,
+                                                options_.lifecycle_wait_retry_ms);
+    out.lifecycle = std::move(start.lifecycle);
+    out.start_units = std::move(start.start_units);
+  }
   if (out.lifecycle.wait) {
     // Registered and held back: not an agent that never starts (see the agent-start timeout).
     if (Status s = markWaiting(caller, out.lifecycle.wait_reason); !s.ok()) {

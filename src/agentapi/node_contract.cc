@@ -102,7 +102,8 @@ SlurmFiles BuildSlurmFiles(const model::Cluster& cluster, const std::vector<mode
 
 NodeFilesPlan PlanNodeFiles(const model::Cluster& cluster, const model::Node& node,
                             const std::string& resource_config, size_t resource_config_hash,
-                            const SlurmFiles* slurm, const std::optional<json>& params) {
+                            const SlurmFiles* slurm, const std::optional<json>& params,
+                            const std::vector<NodeFile>& extra) {
   NodeFilesPlan out;
   auto add = [&](const std::string& path, const json& content) {
     out.files.push_back({path, 0600, content.dump(2) + "\n"});
@@ -141,6 +142,7 @@ NodeFilesPlan PlanNodeFiles(const model::Cluster& cluster, const model::Node& no
   add("/opt/ml/config/host_agent.json",
       json{{"ClusterArn", cluster.arn}, {"InstanceId", node.instance_id},
            {"InstanceGroupName", node.group}});
+  for (const auto& f : extra) out.files.push_back({f.path, f.mode, f.content});
   // Shared contents count by their hashes (the Slurm files by their set's), so the key costs
   // nothing that grows with the cluster.
   for (const auto& f : out.files) {
@@ -174,13 +176,14 @@ NodeFiles MaterializeNodeFiles(const NodeFilesPlan& plan) {
 
 NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
                          const std::vector<model::Node>& nodes,
-                         const std::optional<json>& params) {
+                         const std::optional<json>& params,
+                         const std::vector<NodeFile>& extra) {
   const std::string resource_config = ResourceConfigText(cluster, nodes);
   std::optional<SlurmFiles> slurm;
   if (node.lifecycle.is_object()) slurm = BuildSlurmFiles(cluster, nodes, params);
   return MaterializeNodeFiles(PlanNodeFiles(cluster, node, resource_config,
                                             std::hash<std::string>{}(resource_config),
-                                            slurm ? &*slurm : nullptr, params));
+                                            slurm ? &*slurm : nullptr, params, extra));
 }
 
 ProvisioningParameters::ProvisioningParameters(bundle::BundleSource& bundles, const Clock& clock)

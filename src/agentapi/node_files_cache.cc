@@ -69,7 +69,8 @@ std::shared_ptr<const SlurmFiles> NodeFilesCache::slurmFor(
 StatusOr<NodeFilesCache::Result> NodeFilesCache::get(const model::Cluster& cluster,
                                                      const model::Node& node,
                                                      const std::optional<nlohmann::json>& params,
-                                                     std::optional<int64_t> agent_revision) {
+                                                     std::optional<int64_t> agent_revision,
+                                                     const std::vector<NodeFile>& extra) {
   std::shared_ptr<Entry> e = entry(cluster.id);
   Result out;
   std::shared_ptr<const SlurmFiles> slurm;
@@ -87,7 +88,8 @@ StatusOr<NodeFilesCache::Result> NodeFilesCache::get(const model::Cluster& clust
   }
   const Snapshot& snap = *out.snapshot;
   const NodeFilesPlan plan = PlanNodeFiles(snap.cluster, node, snap.resource_config,
-                                           snap.resource_config_hash, slurm.get(), params);
+                                           snap.resource_config_hash, slurm.get(), params,
+                                           extra);
   out.controller_group = plan.controller_group;
   out.roles_error = plan.roles_error;
   if (plan.slurm) out.slurm = slurm;

@@ -2,12 +2,15 @@
 // The control plane's side of the node agent protocol (docs/nodes.md, "Agent protocol"):
 // a thin HTTP adapter over the store, the lifecycle bundles and the NodeStatusCache. It
 // authenticates each node, hands it its files (node_contract.h) and its lifecycle plan
-// (lifecycle_gate.h), records lifecycle results and the controller's applied slurm.conf in
-// the store, passes output to the log sink, and keeps what heartbeats say in the cache.
+// (lifecycle_gate.h; an EKS-orchestrated cluster's nodes also their kubelet's files and
+// units, kubernetes_node_files.h), records lifecycle results and the controller's applied
+// slurm.conf in the store, passes output to the log sink, and keeps what heartbeats say in
+// the cache.
 // Served by the local provider on every cluster bridge's host address; nodes cannot reach
 // the API port on the host's loopback.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,6 +25,7 @@
 #include "hyperfleet/bundle/bundle_source.h"
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
+#include "hyperfleet/eks/control_plane.h"
 #include "hyperfleet/http/http.h"
 #include "hyperfleet/model/cluster.h"
 #include "hyperfleet/store/store.h"
@@ -53,6 +57,11 @@ class AgentService {
     int64_t lifecycle_timeout_seconds = kDefaultLifecycleTimeoutSeconds;
     /// How soon (milliseconds) an agent held back (controller first) registers again.
     int64_t lifecycle_wait_retry_ms = kDefaultLifecycleRetryMs;
+    /// The EKS clusters' control planes, which nodes of EKS-orchestrated clusters join
+    /// (nodeJoin once per node, kept here; retried at most every lifecycle_wait_retry_ms
+    /// while it fails). Outlives the service. nullptr: no EKS, such nodes get neither
+    /// Kubernetes files nor units.
+    eks::ControlPlanes* control_planes = nullptr;
   };
   /// See setSlurmJobsHandler.
   using SlurmJobsHandler = std::function<std::optional<GovernanceAnswer>(
@@ -92,9 +101,18 @@ class AgentService {
   http::HttpResponse appendLogs(const Caller& caller, const LogBatch& body);
   http::HttpResponse lifecycle(const Caller& caller, const LifecycleReport& body);
   /// The caller's node files (NodeFilesCache): the files themselves only when
-  /// `agent_revision` (what its agent holds; nullopt: nothing) is not their revision.
+  /// `agent_revision` (what its agent holds; nullopt: nothing) is not their revision. On an
+  /// EKS-orchestrated cluster (with control planes) `join` (when given) is set to the
+  /// outcome of the node's join, whose files are included when ok.
   StatusOr<NodeFilesCache::Result> nodeFiles(const Caller& caller,
-                                             std::optional<int64_t> agent_revision);
+                                             std::optional<int64_t> agent_revision,
+                                             std::optional<Status>* join = nullptr);
+  /// The caller's eks::NodeJoin (its cluster is EKS-orchestrated and control_planes is set):
+  /// asked once and kept; after a failure not asked again for lifecycle_wait_retry_ms (the
+  /// failure is answered meanwhile). Errors: nodeJoin's.
+  StatusOr<eks::NodeJoin> nodeJoin(const Caller& caller, const std::string& eks_name);
+  /// Drops the kept joins of cluster `cluster_id` (of its node `instance_id` only, if given).
+  void forgetJoins(const std::string& cluster_id, const std::string& instance_id = "");
   /// Task governance's answer to the controller's heartbeat, added to `out`.
   void governance(const Caller& caller, const HeartbeatRequest& body, HeartbeatResponse& out);
   /// Keeps the heartbeat's health report and records the events it makes (health_events.h).
@@ -127,8 +145,15 @@ class AgentService {
   ProvisioningParameters params_;
   NodeFilesCache files_;  ///< every cluster's node files, kept between heartbeats
 
-  mutable std::mutex mu_;  ///< guards slurm_jobs_handler_
+  mutable std::mutex mu_;  ///< guards slurm_jobs_handler_ and joins_
   SlurmJobsHandler slurm_jobs_handler_;
+  /// A node's join, or its last failure and when it was asked.
+  struct Join {
+    std::optional<eks::NodeJoin> join;
+    Status error;
+    SteadyTime asked{};
+  };
+  std::map<std::pair<std::string, std::string>, Join> joins_;  ///< by (cluster id, instance id)
 };
 
 }  // namespace hf::agentapi

@@ -43,11 +43,13 @@ struct NodeFiles {
 };
 
 /// The files of `node` in `cluster`, whose nodes are `nodes`, with the bundle's
-/// provisioning_parameters.json `params` (nullopt: none). Pure. The same as
-/// MaterializeNodeFiles(PlanNodeFiles(...)) over ResourceConfigText and BuildSlurmFiles.
+/// provisioning_parameters.json `params` (nullopt: none), then `extra` (an EKS node's
+/// KubernetesNodeFiles). Pure. The same as MaterializeNodeFiles(PlanNodeFiles(...)) over
+/// ResourceConfigText and BuildSlurmFiles.
 NodeFiles BuildNodeFiles(const model::Cluster& cluster, const model::Node& node,
                          const std::vector<model::Node>& nodes,
-                         const std::optional<nlohmann::json>& params);
+                         const std::optional<nlohmann::json>& params,
+                         const std::vector<NodeFile>& extra = {});
 
 // A node's files in two steps, so that what every node of a cluster shares (resource_config.json
 // and the Slurm files list every node) is built once per change of the cluster, not once per
@@ -96,10 +98,12 @@ struct NodeFilesPlan {
 
 /// The plan of `node`'s files given the cluster's resource_config.json text (and its
 /// std::hash) and, when the node has a lifecycle configuration, the Slurm part for its
-/// `params` (`slurm` null otherwise). Pure; `resource_config` and `slurm` must outlive it.
+/// `params` (`slurm` null otherwise); `extra` files (its own, counted in the key) come last.
+/// Pure; `resource_config` and `slurm` must outlive it.
 NodeFilesPlan PlanNodeFiles(const model::Cluster& cluster, const model::Node& node,
                             const std::string& resource_config, size_t resource_config_hash,
-                            const SlurmFiles* slurm, const std::optional<nlohmann::json>& params);
+                            const SlurmFiles* slurm, const std::optional<nlohmann::json>& params,
+                            const std::vector<NodeFile>& extra = {});
 
 /// The files of `plan`, with their revision (O(total size): done only when a node's files
 /// changed or must be sent).

@@ -57,13 +57,15 @@ class NodeFilesCache {
   NodeFilesCache(store::Store& store, const Clock& clock);
 
   /// The files of `node` of `cluster` (both as just read from the store) whose lifecycle
-  /// bundle has provisioning_parameters.json `params` (nullopt: none); the files themselves
+  /// bundle has provisioning_parameters.json `params` (nullopt: none), `extra` (an EKS
+  /// node's KubernetesNodeFiles) included and counted in the revision; the files themselves
   /// only when `agent_revision` (what the agent holds; nullopt: nothing) differs from their
   /// revision. Reads the store only when the cluster's revision is newer than the kept
   /// copy's. Errors: the store's.
   StatusOr<Result> get(const model::Cluster& cluster, const model::Node& node,
                        const std::optional<nlohmann::json>& params,
-                       std::optional<int64_t> agent_revision);
+                       std::optional<int64_t> agent_revision,
+                       const std::vector<NodeFile>& extra = {});
 
   /// Drops what is kept of the cluster (it no longer exists).
   void forget(const std::string& cluster_id);

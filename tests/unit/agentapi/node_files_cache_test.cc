@@ -294,6 +294,28 @@ TEST_F(NodeFilesCacheTest, OtherProvisioningParametersGiveOtherFiles) {
   EXPECT_NE(Get("i-1").slurm, nullptr);
 }
 
+// Extra files (an EKS node's kubelet files) are part of the files and of their revision: the
+// same extra files keep it, other ones (or none) change it.
+TEST_F(NodeFilesCacheTest, ExtraFilesCountInTheRevision) {
+  auto cluster = store_.clusterById("c1").value();
+  auto node = store_.node("c1", "i-2").value();
+  const std::vector<NodeFile> extra = {{"/etc/hyperfleet/kubelet.env", 0644, "KUBELET_ARGS=a\n"}};
+  const int64_t plain = Get("i-2").revision;
+  NodeFilesCache::Result with = cache_.get(cluster, node, kParams, std::nullopt, extra).value();
+  NodeFiles want = BuildNodeFiles(cluster, node, store_.nodes("c1").value(), kParams, extra);
+  EXPECT_EQ(with.files, want.files);
+  EXPECT_EQ(with.revision, want.revision);
+  EXPECT_EQ(with.files.back(), extra[0]);
+  EXPECT_NE(with.revision, plain);
+  EXPECT_TRUE(cache_.get(cluster, node, kParams, with.revision, extra)->files.empty());
+  std::vector<NodeFile> other = extra;
+  other[0].content = "KUBELET_ARGS=b\n";
+  NodeFilesCache::Result changed = cache_.get(cluster, node, kParams, with.revision, other).value();
+  EXPECT_NE(changed.revision, with.revision);
+  EXPECT_FALSE(changed.files.empty());
+  EXPECT_EQ(Get("i-2").revision, plain);
+}
+
 TEST_F(NodeFilesCacheTest, AFreshCacheAndAForgottenClusterReadAgain) {
   const int64_t rev = Get("i-2").revision;
   cache_.forget("c1");
