@@ -14,6 +14,22 @@ bool Cluster::continuous() const {
   return it != spec.end() && it->is_string() && *it == "Continuous";
 }
 
+std::string Cluster::eksClusterName() const {
+  const auto orchestrator = spec.find("Orchestrator");
+  if (orchestrator == spec.end() || !orchestrator->is_object()) return "";
+  const auto eks = orchestrator->find("Eks");
+  if (eks == orchestrator->end() || !eks->is_object()) return "";
+  const auto arn = eks->find("ClusterArn");
+  if (arn == eks->end() || !arn->is_string()) return "";
+  const std::string& text = arn->get_ref<const std::string&>();
+  const size_t at = text.rfind(":cluster/");
+  return at == std::string::npos ? "" : text.substr(at + 9);
+}
+
+std::string KubernetesNodeName(std::string_view instance_id) {
+  return "hyperpod-" + std::string(instance_id);
+}
+
 nlohmann::json NodeSpecMembers(const InstanceGroup& g) {
   nlohmann::json out = nlohmann::json::object();
   for (const char* key : {"ThreadsPerCore", "InstanceStorageConfigs", "OverrideVpcConfig"}) {

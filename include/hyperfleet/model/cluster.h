@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,7 +69,15 @@ struct Cluster {
   /// True for NodeProvisioningMode=Continuous (failed instances are retried, the cluster
   /// stays InService).
   bool continuous() const;
+  /// With Orchestrator.Eks: the EKS cluster's name (the end of Orchestrator.Eks.ClusterArn
+  /// "arn:aws:eks:<region>:<account>:cluster/<name>", checked by CreateCluster); "" for a
+  /// Slurm cluster.
+  std::string eksClusterName() const;
 };
+
+/// The Kubernetes Node name of a HyperPod instance on an EKS-orchestrated cluster:
+/// "hyperpod-" + the instance id, e.g. "hyperpod-i-0123456789abcdef0" (as HyperPod names them).
+std::string KubernetesNodeName(std::string_view instance_id);
 
 /// One instance of a cluster (a ClusterNodeSummary/Details on the wire).
 struct Node {
