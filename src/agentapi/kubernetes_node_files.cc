@@ -21,18 +21,12 @@ std::string EnvLine(const std::string& name, const std::vector<std::string>& fla
 
 }  // namespace
 
-bool HasOnStartDeepHealthChecks(const model::Cluster& cluster, const model::Node& node) {
-  const model::InstanceGroup* group = cluster.group(node.group);
-  if (group == nullptr || !group->spec.is_object()) return false;
-  const auto it = group->spec.find("OnStartDeepHealthChecks");
-  return it != group->spec.end() && it->is_array() && !it->empty();
-}
-
 std::map<std::string, std::string> KubernetesNodeLabels(const model::Cluster& cluster,
                                                         const model::Node& node) {
-  const bool deep = HasOnStartDeepHealthChecks(cluster, node);
+  const bool deep = model::HasOnStartDeepHealthChecks(cluster, node);
   std::map<std::string, std::string> labels = {
-      {kNodeHealthStatusKey, deep ? "Unschedulable" : "Schedulable"},
+      {model::node_health::kLabel,
+       deep ? model::node_health::kUnschedulable : model::node_health::kSchedulable},
       {"sagemaker.amazonaws.com/instance-group-name", node.group},
       {"node.kubernetes.io/instance-type", node.instance_type},
       {"sagemaker.amazonaws.com/cluster-name", cluster.name},
@@ -62,9 +56,9 @@ std::vector<NodeFile> KubernetesNodeFiles(const model::Cluster& cluster, const m
   kubelet.push_back("--cgroup-driver=cgroupfs");
   kubelet.push_back("--fail-swap-on=false");
   kubelet.push_back("--node-labels=" + absl::StrJoin(labels, ","));
-  if (HasOnStartDeepHealthChecks(cluster, node)) {
-    kubelet.push_back(absl::StrCat("--register-with-taints=", kNodeHealthStatusKey,
-                                   "=Unschedulable:NoSchedule"));
+  if (model::HasOnStartDeepHealthChecks(cluster, node)) {
+    kubelet.push_back(absl::StrCat("--register-with-taints=", model::node_health::kLabel, "=",
+                                   model::node_health::kUnschedulable, ":NoSchedule"));
   }
   const std::vector<std::string> proxy = {
       absl::StrCat("--kubeconfig=", kKubeProxyKubeconfigPath),

@@ -103,6 +103,7 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
     snap.slurm_nodes = std::move(live.slurm_nodes);
     snap.controller_group = std::move(live.controller_group);
   }
+  observeKubernetesNodes(snap);
   ClusterPlan plan = PlanCluster(snap, clock_.now(), ids_);
   const size_t node_count = snap.nodes.size();
   // Kept as read (the plan's writes are read back as changes next time), only for a
@@ -130,6 +131,7 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
     Status s = provider_.terminateNow(id);
     if (!s.ok()) spdlog::warn("terminate {} failed: {}", id, s.ToString());
   }
+  applyKubernetesPlan(snap.cluster, plan);
   for (const auto& id : plan.reboots) {
     Status s = provider_.reboot(id);
     if (!s.ok()) spdlog::warn("reboot {} failed: {}", id, s.ToString());

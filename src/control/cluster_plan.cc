@@ -16,9 +16,11 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   plan::FinishGroupDeletions(w);
   plan::FailOrRollBack(w);
   plan::Detect(w);
+  plan::DetectKubernetesRequests(w);
   plan::Recover(w);
   if (w.cluster.status != model::cluster_status::kFailed) plan::Scale(w);
   plan::MarkSlurmNodes(w);
+  plan::LabelKubernetesNodes(w);
   plan::Finish(w);
   plan::SetStatus(w);
   return std::move(w.plan);

@@ -26,6 +26,13 @@ std::string Cluster::eksClusterName() const {
   return at == std::string::npos ? "" : text.substr(at + 9);
 }
 
+bool HasOnStartDeepHealthChecks(const Cluster& cluster, const Node& node) {
+  const InstanceGroup* group = cluster.group(node.group);
+  if (group == nullptr || !group->spec.is_object()) return false;
+  const auto it = group->spec.find("OnStartDeepHealthChecks");
+  return it != group->spec.end() && it->is_array() && !it->empty();
+}
+
 std::string KubernetesNodeName(std::string_view instance_id) {
   return "hyperpod-" + std::string(instance_id);
 }

@@ -27,6 +27,7 @@ struct Tables {
                     {Kind::kReplacementFailed, "ReplacementFailed"}};
   Names<Source> sources{{Source::kApi, ""},
                         {Source::kSlurmAction, "Requested"},
+                        {Source::kKubernetesLabel, "KubernetesLabel"},
                         {Source::kDead, "Dead"},
                         {Source::kUnresponsive, "Unresponsive"},
                         {Source::kHardwareFault, "HardwareFault"},

@@ -24,13 +24,6 @@ inline constexpr char kKubeProxyKubeconfigPath[] = "/var/lib/kube-proxy/kubeconf
 inline constexpr char kKubeletEnvPath[] = "/etc/hyperfleet/kubelet.env";
 inline constexpr char kKubeProxyEnvPath[] = "/etc/hyperfleet/kube-proxy.env";
 
-/// HyperPod's node-health-status label and taint key.
-inline constexpr char kNodeHealthStatusKey[] = "sagemaker.amazonaws.com/node-health-status";
-
-/// Whether `node`'s instance group asks for deep health checks when its nodes start (a
-/// non-empty OnStartDeepHealthChecks in the group's spec).
-bool HasOnStartDeepHealthChecks(const model::Cluster& cluster, const model::Node& node);
-
 /// The labels `node`'s kubelet registers its Node with, as HyperPod sets them:
 /// sagemaker.amazonaws.com/node-health-status (Schedulable; Unschedulable with deep health
 /// checks, which Hyperfleet does not run yet: such a node stays Unschedulable and tainted

@@ -19,10 +19,31 @@
 #include "hyperfleet/common/clock.h"
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/control/cluster_plan.h"
+#include "hyperfleet/eks/control_plane.h"
 #include "hyperfleet/provider/provider.h"
 #include "hyperfleet/store/store.h"
 
 namespace hf::control {
+
+/// Where a ClusterController's health comes from and its Slurm marks go (the agent service),
+/// and its EKS clusters' control planes. Any may be empty (providers without agents, tests).
+/// At namespace scope: a nested struct with default member initializers cannot be a
+/// default argument of its enclosing class's constructor.
+struct ClusterControllerHooks {
+  std::function<model::ClusterHealthView(const std::string& cluster_id)> liveness;
+  std::function<void(const std::string& cluster_id, std::vector<SlurmMark> marks)>
+      publish_slurm_marks;
+  /// Called after a commit that erased node records (`instance_ids`, terminated) or, with
+  /// `cluster_gone`, the cluster itself: what agents said about them can go.
+  std::function<void(const std::string& cluster_id, const std::vector<std::string>& instance_ids,
+                     bool cluster_gone)>
+      forget;
+  /// The EKS clusters' control planes, for clusters with Orchestrator.Eks
+  /// (docs/kubernetes.md): their Nodes are read into ClusterSnapshot::kubernetes_nodes
+  /// (at most once a second per cluster), labelled and tainted as the plan says, and
+  /// removed with their pods when the plan terminates their instance. Null: none.
+  eks::ControlPlanes* kubernetes = nullptr;
+};
 
 /// The cluster controller. Thread-safe: enqueue() may be called from any thread; the
 /// reconcile itself runs only on the controller's worker thread (or the caller of
@@ -47,18 +68,8 @@ class ClusterController {
 
   /// What node agents said about one cluster (from the agent service).
   using ClusterLiveness = model::ClusterHealthView;
-  /// Where health comes from and Slurm marks go (the agent service). Both may be empty
-  /// (providers without agents, tests).
-  struct AgentHooks {
-    std::function<ClusterLiveness(const std::string& cluster_id)> liveness;
-    std::function<void(const std::string& cluster_id, std::vector<SlurmMark> marks)>
-        publish_slurm_marks;
-    /// Called after a commit that erased node records (`instance_ids`, terminated) or, with
-    /// `cluster_gone`, the cluster itself: what agents said about them can go.
-    std::function<void(const std::string& cluster_id, const std::vector<std::string>& instance_ids,
-                       bool cluster_gone)>
-        forget;
-  };
+  /// Where health comes from and Slurm marks go (ClusterControllerHooks).
+  using AgentHooks = ClusterControllerHooks;
 
   ClusterController(store::Store& store, provider::Provider& provider, const Clock& clock,
                     IdSource& ids, Options options, AgentHooks hooks = {});
@@ -120,6 +131,17 @@ class ClusterController {
   /// nodes, reading and decoding every record took longer than planning. Settled clusters
   /// keep nothing (worker thread only).
   std::map<std::string, KeptNodes> kept_nodes_;
+  // ---- EKS-orchestrated clusters (cluster_controller_kubernetes.cc) ----
+  /// Fills snap.kubernetes_nodes (hooks_.kubernetes's nodes(), an answer under a second
+  /// old reused).
+  void observeKubernetesNodes(ClusterSnapshot& snap);
+  /// Applies plan.kubernetes_health, then removes the Nodes of the instances the plan
+  /// terminates (once per instance).
+  void applyKubernetesPlan(const model::Cluster& cluster, const ClusterPlan& plan);
+  /// The last nodes() answer per EKS cluster, and when it came (worker thread only).
+  std::map<std::string, std::pair<SteadyTime, std::vector<eks::KubeNode>>> kubernetes_seen_;
+  /// Instances whose Node was removed (worker thread only).
+  std::set<std::string> kubernetes_removed_;
   std::thread worker_;
 };
 

@@ -6,6 +6,7 @@
 // idempotent work). State machines: docs/state-machines.md.
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,28 @@ struct LivenessPolicy {
   Duration max_retry_delay = std::chrono::minutes(5);
 };
 
+namespace node_health = model::node_health;
+
+/// One Node of an EKS-orchestrated cluster as the planner sees it.
+struct KubernetesNodeView {
+  bool ready = false;  ///< its Ready condition is True
+  std::string health;  ///< its node_health::kLabel value ("" when none)
+  /// The value Hyperfleet last gave that label (kept on the Node, beside it, so that a
+  /// user's `kubectl label` differs from it); "" when Hyperfleet never set it.
+  std::string health_set;
+  /// The NoSchedule taint of key node_health::kLabel and its value ("" when none).
+  std::string health_taint;
+};
+
+/// What the health label and taint of one Node should be (ClusterPlan::kubernetes_health).
+struct KubernetesNodeHealth {
+  std::string instance_id;
+  std::string health;  ///< a node_health value: the label's, and the marker of who set it
+  /// With the NoSchedule taint of key node_health::kLabel and value `health`; false: none.
+  bool tainted = false;
+  bool operator==(const KubernetesNodeHealth&) const = default;
+};
+
 /// Everything the planner looks at.
 struct ClusterSnapshot {
   model::Cluster cluster;
@@ -54,6 +77,12 @@ struct ClusterSnapshot {
   /// The Slurm controller's view of its nodes, when its agent reported recently; nullopt
   /// for clusters without Slurm or while no fresh report exists.
   std::optional<std::vector<SlurmNodeState>> slurm_nodes;
+  /// With Orchestrator.Eks: the Kubernetes Nodes ("hyperpod-<id>") of the cluster's
+  /// instances as the EKS control plane shows them now, by instance id (an instance without
+  /// a Node is absent). A booted node whose lifecycle scripts succeeded is Running only once
+  /// its Node is Ready (HyperPod counts an EKS node in service once it joined). nullopt: the
+  /// control plane was not asked this pass (nothing changes on its account).
+  std::optional<std::map<std::string, KubernetesNodeView>> kubernetes_nodes;
   /// The instance group that runs slurmctld (controller nodes are rebooted, not replaced).
   std::string controller_group;
   LivenessPolicy liveness_policy;
@@ -75,6 +104,11 @@ struct ClusterPlan {
   /// True when the cluster has running nodes whose agents must be watched: the controller
   /// then looks again every second even when settled, to notice silence.
   bool watch_liveness = false;
+  /// EKS-orchestrated clusters: the Nodes whose health label, its marker or taint differ
+  /// from what their instance's state asks (HyperPod's transitions: a node being replaced
+  /// or faulty with replacement due is UnschedulablePendingReplacement, one being rebooted
+  /// UnschedulablePendingReboot, both tainted NoSchedule; a running one Schedulable again).
+  std::vector<KubernetesNodeHealth> kubernetes_health;
   /// Something the operator should know that is not a node event (e.g. many nodes silent
   /// at once, so silence is not acted on); the controller logs it. Empty when none.
   std::string notice;

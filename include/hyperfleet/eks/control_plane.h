@@ -79,14 +79,17 @@ struct KubeNode {
   bool ready = false;
   bool unschedulable = false;  ///< spec.unschedulable (kubectl cordon)
   std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
   std::vector<Taint> taints;
   bool operator==(const KubeNode&) const = default;
 };
 
-/// A change to one Node's labels and taints; what it does not name stays as it is.
+/// A change to one Node's labels, annotations and taints, made at once (one patch); what it
+/// does not name stays as it is.
 struct NodeUpdate {
   std::map<std::string, std::string> set_labels;  ///< added or overwritten
   std::vector<std::string> remove_labels;         ///< keys; absent ones are fine
+  std::map<std::string, std::string> set_annotations;  ///< added or overwritten
   std::vector<Taint> set_taints;                  ///< replace any taint of the same key and effect
   std::vector<Taint> remove_taints;               ///< matched by key and effect; absent ones are fine
   bool operator==(const NodeUpdate&) const = default;

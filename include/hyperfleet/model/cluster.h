@@ -75,9 +75,17 @@ struct Cluster {
   std::string eksClusterName() const;
 };
 
-/// The Kubernetes Node name of a HyperPod instance on an EKS-orchestrated cluster:
-/// "hyperpod-" + the instance id, e.g. "hyperpod-i-0123456789abcdef0" (as HyperPod names them).
-std::string KubernetesNodeName(std::string_view instance_id);
+/// HyperPod's health label on the Nodes of EKS-orchestrated clusters, and its values
+/// (HyperPod's EKS resiliency docs, "node labels").
+namespace node_health {
+inline constexpr const char* kLabel = "sagemaker.amazonaws.com/node-health-status";
+inline constexpr const char* kSchedulable = "Schedulable";
+/// Under deep health checks (and, since they do not run here yet, after joining with
+/// OnStartDeepHealthChecks).
+inline constexpr const char* kUnschedulable = "Unschedulable";
+inline constexpr const char* kPendingReplacement = "UnschedulablePendingReplacement";
+inline constexpr const char* kPendingReboot = "UnschedulablePendingReboot";
+}  // namespace node_health
 
 /// One instance of a cluster (a ClusterNodeSummary/Details on the wire).
 struct Node {
@@ -117,6 +125,14 @@ struct Node {
   SystemTime recovered_at{};
   int64_t revision = 0;
 };
+
+/// Whether `node`'s instance group asks for deep health checks when its nodes start (a
+/// non-empty OnStartDeepHealthChecks in the group's spec).
+bool HasOnStartDeepHealthChecks(const Cluster& cluster, const Node& node);
+
+/// The Kubernetes Node name of a HyperPod instance on an EKS-orchestrated cluster:
+/// "hyperpod-" + the instance id, e.g. "hyperpod-i-0123456789abcdef0" (as HyperPod names them).
+std::string KubernetesNodeName(std::string_view instance_id);
 
 /// The members of ClusterNodeDetails a node of group `g` takes from the group's spec
 /// (ThreadsPerCore, InstanceStorageConfigs, OverrideVpcConfig), for Node::spec_extras.

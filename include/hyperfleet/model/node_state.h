@@ -37,6 +37,7 @@ struct NodeRecoveryRequest {
   enum class Source {
     kApi,
     kSlurmAction,
+    kKubernetesLabel,  ///< a user's node-health-status label on the Node (EKS clusters)
     kDead,
     kUnresponsive,
     kHardwareFault,

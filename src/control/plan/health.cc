@@ -28,7 +28,8 @@ std::optional<FaultKind> FaultOf(Source source) {
     case Source::kSoftwareFault: return FaultKind::kSoftwareFault;
     case Source::kReplacementFailed: return FaultKind::kReplacementFailed;
     case Source::kApi:
-    case Source::kSlurmAction: return std::nullopt;
+    case Source::kSlurmAction:
+    case Source::kKubernetesLabel: return std::nullopt;
   }
   return std::nullopt;
 }

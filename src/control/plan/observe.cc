@@ -27,6 +27,13 @@ void ObserveUnreported(Work& w, size_t i) {
   }
 }
 
+/// Whether the Kubernetes Node of `n` (an EKS-orchestrated cluster's) is Ready.
+bool KubernetesNodeReady(const Work& w, const model::Node& n) {
+  if (!w.snap.kubernetes_nodes) return false;
+  auto it = w.snap.kubernetes_nodes->find(n.instance_id);
+  return it != w.snap.kubernetes_nodes->end() && it->second.ready;
+}
+
 /// Record `i`, whose instance the provider reports running (`o`).
 void ObserveRunning(Work& w, size_t i, const provider::InstanceObservation& o) {
   const model::Node& n = w.nodes[i];
@@ -47,6 +54,7 @@ void ObserveRunning(Work& w, size_t i, const provider::InstanceObservation& o) {
       }
       return;
     }
+    if (!w.cluster.eksClusterName().empty() && !KubernetesNodeReady(w, n)) return;
   }
   if (n.status == is::kPending) {
     w.setStatus(i, is::kRunning);

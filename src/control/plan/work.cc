@@ -54,6 +54,8 @@ provider::InstanceSpec Work::specFor(const model::Node& n) const {
   spec.secondary_ebs_volume =
       provider::HasSecondaryEbsVolume(n.spec_extras.value("InstanceStorageConfigs", json()));
   if (!n.marks.replacement_of.empty()) spec.hostname = n.hostname;
+  // As HyperPod has an AMI of each kind: containerd and the kubelet for EKS-orchestrated nodes.
+  if (!cluster.eksClusterName().empty()) spec.image_variant = provider::NodeImageVariant::kEks;
   return spec;
 }
 

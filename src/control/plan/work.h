@@ -7,6 +7,7 @@
 //   recovery.cc       reboots and replacements (Node::recovery)
 //   scale.cc          group deletions and each group's count
 //   slurm_marks.cc    the Slurm DOWN/resume marks
+//   kubernetes.cc     EKS clusters' Nodes: users' health labels, the labels and taints
 // Each phase reads the snapshot through Work and changes only Work.
 #include <map>
 #include <string>
@@ -98,6 +99,10 @@ void Detect(Work& w);                ///< health.cc
 void Recover(Work& w);               ///< recovery.cc
 void Scale(Work& w);                 ///< scale.cc
 void MarkSlurmNodes(Work& w);        ///< slurm_marks.cc
+/// kubernetes.cc: a user's health label on a Node asks for its recovery (before Recover).
+void DetectKubernetesRequests(Work& w);
+/// kubernetes.cc: each Node's health label and taint as its instance's state asks.
+void LabelKubernetesNodes(Work& w);
 void Finish(Work& w);                ///< cluster_status.cc: erasures and node writes
 void SetStatus(Work& w);             ///< cluster_status.cc: status, cluster write, settled
 

@@ -32,12 +32,16 @@ StatusOr<KubeNode> ParseNode(const json& item) {
     return Malformed("an item has no metadata.name");
   }
   node.name = (*metadata)["name"].get<std::string>();
-  if (metadata->contains("labels")) {
-    const json& labels = (*metadata)["labels"];
-    if (!labels.is_object()) return Malformed(node.name + ": labels are not an object");
-    for (const auto& [key, value] : labels.items()) {
-      if (!value.is_string()) return Malformed(node.name + ": label " + key + " is no string");
-      node.labels[key] = value.get<std::string>();
+  for (auto [member, into] : {std::pair{"labels", &node.labels},
+                               std::pair{"annotations", &node.annotations}}) {
+    if (!metadata->contains(member)) continue;
+    const json& map = (*metadata)[member];
+    if (!map.is_object()) return Malformed(absl::StrCat(node.name, ": ", member, " are not an object"));
+    for (const auto& [key, value] : map.items()) {
+      if (!value.is_string()) {
+        return Malformed(absl::StrCat(node.name, ": ", member, " ", key, " is no string"));
+      }
+      (*into)[key] = value.get<std::string>();
     }
   }
   const json spec = item.value("spec", json::object());
@@ -159,6 +163,11 @@ StatusOr<json> NodePatch(const json& node, const NodeUpdate& update) {
     for (const std::string& key : update.remove_labels) labels[key] = nullptr;
     for (const auto& [key, value] : update.set_labels) labels[key] = value;
     patch["metadata"]["labels"] = std::move(labels);
+  }
+  if (!update.set_annotations.empty()) {
+    json annotations = json::object();
+    for (const auto& [key, value] : update.set_annotations) annotations[key] = value;
+    patch["metadata"]["annotations"] = std::move(annotations);
   }
   if (!update.set_taints.empty() || !update.remove_taints.empty()) {
     json taints = json::array();

@@ -278,6 +278,7 @@ class EksNodeServiceTest : public ::testing::Test {
     model::Cluster slurm = EksCluster();
     slurm.id = "slurmslurm12";
     slurm.name = "slurm-cluster";
+    slurm.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/slurmslurm12";
     slurm.spec = json::object();
     store::WriteBatch b;
     b.clusters.push_back({c, store::kMustNotExist, false});
@@ -286,7 +287,8 @@ class EksNodeServiceTest : public ::testing::Test {
     model::Node other = EksNode("workers", "i-00000000000000009");
     other.cluster_id = slurm.id;
     b.nodes.push_back({other, store::kMustNotExist, false});
-    ASSERT_TRUE(store_->commit(b).ok());
+    auto committed = store_->commit(b);
+    ASSERT_TRUE(committed.ok()) << committed.status();
     StartService(&planes_);
   }
   void TearDown() override { fs::remove_all(root_); }

@@ -168,3 +168,56 @@ TEST(LifecyclePlan, ProvidersWithoutAgentsMarkBootedNodesRunning) {
 
 }  // namespace
 }  // namespace hf::control
+
+namespace hf::control {
+namespace {
+
+// Orchestrator.Eks: as on HyperPod, an instance counts as Running once it joined the EKS
+// cluster, i.e. its Node "hyperpod-<id>" is Ready; it boots the EKS node image.
+TEST(LifecyclePlan, EksNodeIsRunningOnlyOnceItsKubernetesNodeIsReady) {
+  Fixture f;
+  f.snap.cluster.spec["Orchestrator"] = {
+      {"Eks", {{"ClusterArn", "arn:aws:eks:us-west-2:123456789012:cluster/k1"}}}};
+  f.snap.nodes[0].lifecycle_state = ls::kSucceeded;
+  f.run();  // the control plane could not be asked
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kPending);
+  EXPECT_FALSE(f.plan.settled);
+
+  KubernetesNodeView ready;
+  ready.ready = true;
+  f.snap.kubernetes_nodes = std::map<std::string, KubernetesNodeView>{
+      {"i-0aaaaaaaaaaaaaaaa", ready},  // another's
+      {"i-0123456789abcdef0", KubernetesNodeView{}}};  // registered, not Ready
+  f.run();
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kPending);
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kCreating);
+
+  (*f.snap.kubernetes_nodes)["i-0123456789abcdef0"] = ready;
+  f.run();
+  ASSERT_NE(f.written(), nullptr);
+  EXPECT_EQ(f.written()->status, is::kRunning);
+  ASSERT_NE(f.cluster(), nullptr);
+  EXPECT_EQ(f.cluster()->status, cs::kInService);
+}
+
+TEST(LifecyclePlan, EksClustersLaunchTheEksImageAndSlurmClustersTheBase) {
+  Fixture slurm;
+  slurm.snap.instances.clear();  // not launched yet: the plan launches it
+  slurm.run();
+  ASSERT_EQ(slurm.plan.launches.size(), 1u);
+  EXPECT_EQ(slurm.plan.launches[0].image_variant, provider::NodeImageVariant::kSlurm);
+
+  Fixture eks;
+  eks.snap.cluster.spec["Orchestrator"] = {
+      {"Eks", {{"ClusterArn", "arn:aws:eks:us-west-2:123456789012:cluster/k1"}}}};
+  eks.snap.instances.clear();
+  eks.run();
+  ASSERT_EQ(eks.plan.launches.size(), 1u);
+  EXPECT_EQ(eks.plan.launches[0].image_variant, provider::NodeImageVariant::kEks);
+}
+
+}  // namespace
+}  // namespace hf::control

@@ -64,7 +64,8 @@ TEST(ParseNodeListTest, ReadyConditionLabelsTaintsUnschedulable) {
       NodeJson("n-none",
                {{"status", {{"conditions", {{{"type", "MemoryPressure"}, {"status", "True"}}}}}}}),
       NodeJson("a-labelled",
-               {{"metadata", {{"labels", {{"kubernetes.io/hostname", "a"}, {"x", ""}}}}},
+               {{"metadata", {{"labels", {{"kubernetes.io/hostname", "a"}, {"x", ""}}},
+                              {"annotations", {{"hyperfleet/node-health-status", "Schedulable"}}}}},
                 {"spec",
                  {{"unschedulable", true},
                   {"taints",
@@ -85,6 +86,8 @@ TEST(ParseNodeListTest, ReadyConditionLabelsTaintsUnschedulable) {
   EXPECT_TRUE(a.unschedulable);
   EXPECT_EQ(a.labels, (std::map<std::string, std::string>{{"kubernetes.io/hostname", "a"},
                                                           {"x", ""}}));
+  EXPECT_EQ(a.annotations, (std::map<std::string, std::string>{
+                               {"hyperfleet/node-health-status", "Schedulable"}}));
   EXPECT_THAT(a.taints, ElementsAre(Taint{"k", "v", "NoSchedule"},
                                     Taint{"node.kubernetes.io/unreachable", "", "NoExecute"}));
   EXPECT_FALSE((*nodes)[1].ready);  // False
@@ -112,6 +115,7 @@ TEST(ParseNodeListTest, GarbageIsAnError) {
            std::string(R"({"items":{}})"), std::string(R"({"items":[1]})"),
            std::string(R"({"items":[{"metadata":{}}]})"),
            List({NodeJson("x", {{"metadata", {{"labels", {{"a", 1}}}}}})}),
+           List({NodeJson("x", {{"metadata", {{"annotations", "a"}}}})}),
            List({NodeJson("x", {{"spec", {{"taints", {{{"key", "k"}}}}}}})}),
            List({NodeJson("x", {{"spec", {{"taints", "k"}}}})}),
            List({NodeJson("x", {{"status", {{"conditions", {{{"type", "Ready"}}}}}}})}),
@@ -129,6 +133,17 @@ TEST(NodePatchTest, LabelsSetAndRemoved) {
   ASSERT_TRUE(patch.ok()) << patch.status();
   EXPECT_EQ(*patch, json::parse(R"({"metadata":{"resourceVersion":"41",
                                      "labels":{"a":"1","b":"","gone":null}}})"));
+}
+
+// A label and the annotation beside it change in one patch (the health label and its marker).
+TEST(NodePatchTest, AnnotationsSetWithTheLabels) {
+  NodeUpdate update;
+  update.set_labels = {{"a", "1"}};
+  update.set_annotations = {{"hyperfleet/node-health-status", "1"}};
+  auto patch = NodePatch(NodeJson("n"), update);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_EQ(*patch, json::parse(R"({"metadata":{"resourceVersion":"41","labels":{"a":"1"},
+                                     "annotations":{"hyperfleet/node-health-status":"1"}}})"));
 }
 
 TEST(NodePatchTest, TaintsReplacedByKeyAndEffectOthersKept) {

@@ -1,0 +1,108 @@
+// ClusterController's shell around the Nodes of EKS-orchestrated clusters
+// (docs/kubernetes.md): reads them into the snapshot, applies the plan's health labels and
+// taints, removes the Nodes (and pods) of terminated instances. Decisions are the plan's
+// (plan/kubernetes.cc, plan/observe.cc).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hyperfleet/control/cluster_controller.h"
+
+namespace hf::control {
+namespace {
+
+/// The annotation beside the health label that holds the value Hyperfleet gave it, so that
+/// a user's `kubectl label` (which changes the label only) is told apart.
+constexpr const char* kHealthSetAnnotation = "hyperfleet/node-health-status";
+
+/// The planner's view of `node`.
+KubernetesNodeView ViewOf(const eks::KubeNode& node) {
+  KubernetesNodeView view;
+  view.ready = node.ready;
+  if (auto it = node.labels.find(node_health::kLabel); it != node.labels.end()) {
+    view.health = it->second;
+  }
+  if (auto it = node.annotations.find(kHealthSetAnnotation); it != node.annotations.end()) {
+    view.health_set = it->second;
+  }
+  for (const eks::Taint& t : node.taints) {
+    if (t.key == node_health::kLabel && t.effect == "NoSchedule") view.health_taint = t.value;
+  }
+  return view;
+}
+
+/// The change that gives a Node `health`.
+eks::NodeUpdate UpdateFor(const KubernetesNodeHealth& health) {
+  eks::NodeUpdate update;
+  update.set_labels[node_health::kLabel] = health.health;
+  update.set_annotations[kHealthSetAnnotation] = health.health;
+  eks::Taint taint{node_health::kLabel, health.health, "NoSchedule"};
+  if (health.tainted) {
+    update.set_taints.push_back(std::move(taint));
+  } else {
+    update.remove_taints.push_back(std::move(taint));
+  }
+  return update;
+}
+
+}  // namespace
+
+void ClusterController::observeKubernetesNodes(ClusterSnapshot& snap) {
+  const std::string eks = snap.cluster.eksClusterName();
+  if (eks.empty() || hooks_.kubernetes == nullptr) return;
+  const bool any = std::any_of(snap.nodes.begin(), snap.nodes.end(), [](const model::Node& n) {
+    return n.status != model::InstanceStatus::kShuttingDown &&
+           n.lifecycle_state == model::lifecycle_state::kSucceeded;
+  });
+  if (!any) return;  // no instance can have joined yet
+  const SteadyTime now = clock_.monotonic();
+  auto it = kubernetes_seen_.find(eks);
+  if (it == kubernetes_seen_.end() || now - it->second.first >= std::chrono::seconds(1)) {
+    auto nodes = hooks_.kubernetes->nodes(eks);
+    if (!nodes.ok()) {
+      spdlog::debug("cluster {}: Nodes of EKS cluster {}: {}", snap.cluster.id, eks,
+                    nodes.status().ToString());
+      return;
+    }
+    it = kubernetes_seen_.insert_or_assign(eks, std::pair{now, *std::move(nodes)}).first;
+  }
+  std::map<std::string, KubernetesNodeView> views;
+  for (const eks::KubeNode& node : it->second.second) views.emplace(node.name, ViewOf(node));
+  std::map<std::string, KubernetesNodeView> by_instance;
+  for (const model::Node& n : snap.nodes) {
+    auto v = views.find(model::KubernetesNodeName(n.instance_id));
+    if (v != views.end()) by_instance.emplace(n.instance_id, v->second);
+  }
+  snap.kubernetes_nodes = std::move(by_instance);
+}
+
+void ClusterController::applyKubernetesPlan(const model::Cluster& cluster,
+                                            const ClusterPlan& plan) {
+  const std::string eks = cluster.eksClusterName();
+  if (eks.empty() || hooks_.kubernetes == nullptr) return;
+  for (const KubernetesNodeHealth& health : plan.kubernetes_health) {
+    const std::string node = model::KubernetesNodeName(health.instance_id);
+    Status s = hooks_.kubernetes->updateNode(eks, node, UpdateFor(health));
+    if (s.ok()) {
+      spdlog::info("cluster {}: Node {} is {}", cluster.id, node, health.health);
+    } else {
+      spdlog::warn("cluster {}: Node {} not labelled {}: {}", cluster.id, node, health.health,
+                   s.ToString());
+    }
+  }
+  // Seen again at the next pass: the labels just set must not read as a user's.
+  if (!plan.kubernetes_health.empty()) kubernetes_seen_.erase(eks);
+  for (const auto* ids : {&plan.kills, &plan.terminations}) {
+    for (const std::string& id : *ids) {
+      if (kubernetes_removed_.contains(id)) continue;
+      Status s = hooks_.kubernetes->removeNode(eks, model::KubernetesNodeName(id));
+      if (s.ok()) {
+        kubernetes_removed_.insert(id);
+      } else {
+        spdlog::warn("cluster {}: Node of {} not removed: {}", cluster.id, id, s.ToString());
+      }
+    }
+  }
+}
+
+}  // namespace hf::control
