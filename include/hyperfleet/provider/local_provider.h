@@ -63,6 +63,10 @@ class LocalProvider final : public Provider {
     /// The EKS node image's root, for specs with image_variant kEks (node_image.h); empty =
     /// such launches fail (FailedPrecondition in the instance's message).
     std::string eks_image_rootfs;
+    /// When eks_image_rootfs is empty: finds (or builds) the EKS node image and returns its
+    /// root, asked by the first launch that needs it (on a launch worker, one at a time; an
+    /// answer that is ok is kept). Empty: such launches fail as above.
+    std::function<StatusOr<std::string>()> eks_image;
     std::string region = "us-west-2";
     std::string node_network = "10.224.0.0/12";  ///< pool of per-cluster /22 subnets
     uint16_t agent_port = 9081;  ///< agent endpoint port on every bridge host address
@@ -79,6 +83,11 @@ class LocalProvider final : public Provider {
     /// {hyperfleet_binary, "node-supervisor"}.
     std::vector<std::string> supervisor_command;
     uint16_t apt_proxy_port = 0;  ///< 0 = no apt proxy file in nodes
+    /// TCP ports (first, last) nodes may reach on any address of this host: the EKS control
+    /// planes' apiservers, which the kubelets of EKS nodes talk to (their kubeconfigs name
+    /// the host's main address; the route there is the node's default route, so nodes need
+    /// NodeEgress::kNat). {0, 0}: none.
+    std::pair<uint16_t, uint16_t> kubernetes_api_ports{0, 0};
     /// Nodes' egress. `hyperfleet server` defaults to kNat; this struct to kNone.
     NodeEgress node_egress = NodeEgress::kNone;
     /// Proxy variables for nodes (http_proxy, https_proxy, no_proxy, upper-case too), e.g.

@@ -193,6 +193,10 @@ StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {
   c.egress = options.node_egress;
   c.agent_port = options.agent_port;
   c.apt_proxy_port = options.apt_proxy_port;
+  c.kubernetes_api_ports = options.kubernetes_api_ports;
+  if (c.kubernetes_api_ports.first > c.kubernetes_api_ports.second) {
+    return absl::InvalidArgumentError("kubernetes_api_ports: first after last");
+  }
   c.region = options.region;
   HF_ASSIGN_OR_RETURN(c.proxies, ProxySettingsFrom(options.proxy_environment));
   for (const std::string& entry : options.node_egress_allow) {
@@ -236,6 +240,8 @@ FirewallSpec ClusterNetworks::Spec() const {
   spec.agent_port = config_.agent_port;
   spec.host_ports = HostProxyPorts(config_.proxies);
   if (config_.apt_proxy_port != 0) spec.host_ports.push_back(config_.apt_proxy_port);
+  spec.local_ports_first = config_.kubernetes_api_ports.first;
+  spec.local_ports_last = config_.kubernetes_api_ports.second;
   if (config_.egress == NodeEgress::kProxy) spec.remote_proxies = RemoteProxies(config_.proxies);
   spec.egress_allow = config_.allow;
   if (!spec.egress_allow.empty()) spec.resolvers = Nameservers(NodeResolvConf(nullptr));

@@ -56,6 +56,7 @@ struct EgressConfig {
   NodeEgress egress = NodeEgress::kNone;
   uint16_t agent_port = 0;
   uint16_t apt_proxy_port = 0;
+  std::pair<uint16_t, uint16_t> kubernetes_api_ports{0, 0};  ///< LocalProvider::Options'
   ProxySettings proxies;  ///< kProxy: proxy host names already resolved to IPv4 addresses
   std::string region;
   std::vector<std::string> allow;  ///< kNat: allowed destinations, "a.b.c.d/n" (normalised)

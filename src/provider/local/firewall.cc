@@ -34,6 +34,10 @@ void InputRules(const FirewallSpec& spec, const ClusterSubnet& c, std::string& o
   const std::string in = "\t\tiifname " + Quoted(c.bridge);
   absl::StrAppend(&out, in, " ct state established,related accept\n");
   absl::StrAppend(&out, in, " ip daddr ", c.host_ip, " ", HostPorts(spec), " accept\n");
+  if (spec.local_ports_first != 0) {
+    absl::StrAppend(&out, in, " fib daddr type local tcp dport ", spec.local_ports_first, "-",
+                    spec.local_ports_last, " accept\n");
+  }
   absl::StrAppend(&out, in, " drop\n");
 }
 

@@ -32,6 +32,11 @@ struct FirewallSpec {
   /// More TCP ports of the host that a node reaches at its own bridge host address (the
   /// apt proxy, proxies listening on the host).
   std::vector<uint16_t> host_ports;
+  /// TCP ports first..last that a node reaches on every address of the host (the EKS
+  /// control planes' apiservers, which authenticate each client; their kubeconfigs name the
+  /// host's main address); first 0: none.
+  uint16_t local_ports_first = 0;
+  uint16_t local_ports_last = 0;
   /// kProxy: the only destinations beyond the host that nodes reach (masqueraded).
   std::vector<TcpEndpoint> remote_proxies;
   /// kNat: when not empty, the only destinations beyond the host ("a.b.c.d/n"), besides
@@ -51,7 +56,8 @@ bool NeedsForwarding(const FirewallSpec& spec);
 /// An `nft -f` script that replaces the fleet's table in one transaction, so applying it
 /// again changes nothing; with no clusters it only deletes the table. Per cluster bridge B
 /// (host address H, subnet S):
-///   input:   from B only replies, and TCP to H on the agent port and `host_ports`;
+///   input:   from B only replies, TCP to H on the agent port and `host_ports`, and TCP to
+///            any of the host's addresses on local_ports_first..last;
 ///   forward: B to B (bridged, seen with br_netfilter) passes; into B only replies; B to any
 ///            Hyperfleet bridge ("hfb*", any fleet) is dropped; B outwards passes (kNat; with
 ///            `egress_allow`, only to those prefixes and to the resolvers' port 53),

@@ -100,6 +100,9 @@ class LocalProvider::Impl {
   std::vector<local::NodeBind> nodeBinds(const NodeRec& rec) const;
   Status writeNodeJson(const NodeRec& rec, bool terminating);
   Status mountOverlay(const NodeRec& rec);
+  /// The EKS node image's root: Options::eks_image_rootfs, else Options::eks_image's answer
+  /// (asked once it is ok). Errors: FailedPrecondition saying how to build it.
+  StatusOr<std::string> eksImageRootfs();
   Status writeMungeKey(const std::string& merged, const std::string& cluster_id);
   Status writeIdentity(const NodeRec& rec, const NetInfo& net, bool reboot);
   std::string spankPlugin() const;
@@ -137,6 +140,9 @@ class LocalProvider::Impl {
   // it reaps them; at destruction they are released to outlive it (docs/nodes.md).
   std::mutex supervisors_mu_;
   std::map<std::string, Subprocess> supervisors_;
+
+  std::mutex eks_image_mu_;       // eks_image_rootfs_; held while Options::eks_image runs
+  std::string eks_image_rootfs_;  // Options::eks_image's answer, once ok
 };
 
 }  // namespace hf::provider

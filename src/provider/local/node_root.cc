@@ -27,14 +27,30 @@ namespace hf::provider {
 namespace fs = std::filesystem;
 using local::kSubnetBits;
 
-Status LocalProvider::Impl::mountOverlay(const NodeRec& rec) {
-  const std::string dir = nodeDir(rec.spec.instance_id);
-  const bool eks = rec.spec.image_variant == NodeImageVariant::kEks;
-  const std::string& rootfs = eks ? options_.eks_image_rootfs : options_.image_rootfs;
-  if (eks && rootfs.empty()) {
+StatusOr<std::string> LocalProvider::Impl::eksImageRootfs() {
+  if (!options_.eks_image_rootfs.empty()) return options_.eks_image_rootfs;
+  std::lock_guard lock(eks_image_mu_);
+  if (!eks_image_rootfs_.empty()) return eks_image_rootfs_;
+  if (!options_.eks_image) {
     return absl::FailedPreconditionError(
         "EKS node image missing: this server has none (build it as root with `hyperfleet image "
         "build --eks`)");
+  }
+  auto rootfs = options_.eks_image();
+  if (!rootfs.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("EKS node image: ", rootfs.status().message()));
+  }
+  eks_image_rootfs_ = *rootfs;
+  return eks_image_rootfs_;
+}
+
+Status LocalProvider::Impl::mountOverlay(const NodeRec& rec) {
+  const std::string dir = nodeDir(rec.spec.instance_id);
+  const bool eks = rec.spec.image_variant == NodeImageVariant::kEks;
+  std::string rootfs = options_.image_rootfs;
+  if (eks) {
+    HF_ASSIGN_OR_RETURN(rootfs, eksImageRootfs());
   }
   if (!fs::is_directory(rootfs + "/etc")) {
     return absl::FailedPreconditionError(absl::StrCat(eks ? "EKS node image" : "node image",

@@ -149,6 +149,19 @@ TEST(FirewallTest, HostPortsJoinTheAgentPortSortedOnce) {
                   "accept"));
 }
 
+// EKS nodes' kubelets reach the control planes' apiservers on the host's main address.
+TEST(FirewallTest, LocalPortsAreOpenOnEveryHostAddressBeforeTheDrop) {
+  FirewallSpec spec = Spec(NodeEgress::kNat, {A()});
+  EXPECT_FALSE(Has(RenderFirewall(spec), "fib daddr type local"));
+  spec.local_ports_first = 26000;
+  spec.local_ports_last = 26999;
+  const std::string rules = RenderFirewall(spec);
+  const std::string open =
+      "iifname \"hfb0000aaaa\" fib daddr type local tcp dport 26000-26999 accept";
+  ASSERT_TRUE(Has(rules, open)) << rules;
+  EXPECT_LT(rules.find(open), rules.find("iifname \"hfb0000aaaa\" drop")) << rules;
+}
+
 TEST(FirewallTest, NftParsesEveryRenderedScript) {
   if (geteuid() != 0 || !FindProgram("nft")) GTEST_SKIP() << "needs root and nft";
   FirewallSpec proxy = Spec(NodeEgress::kProxy, {A(), B()});
@@ -157,6 +170,8 @@ TEST(FirewallTest, NftParsesEveryRenderedScript) {
   FirewallSpec allow = Spec(NodeEgress::kNat, {A(), B()});
   allow.egress_allow = {"151.101.2.132/32", "192.0.2.0/24"};
   allow.resolvers = {"10.255.255.53", "192.0.2.53"};
+  allow.local_ports_first = 26000;
+  allow.local_ports_last = 26999;
   for (const FirewallSpec& spec : {Spec(NodeEgress::kNat, {A(), B()}), allow,
                                    Spec(NodeEgress::kNone, {A()}), proxy,
                                    Spec(NodeEgress::kNat, {})}) {

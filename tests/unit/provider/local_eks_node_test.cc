@@ -136,11 +136,16 @@ class LocalEksNode : public LocalNodeTest {
     }
     MakeDataDir("hf-eks-node-test");
     options_.image_rootfs = data_dir_ + "/no-slurm-image";  // only EKS nodes here
-    options_.eks_image_rootfs = image;
+    // Found on the first EKS launch, as the server does (Options::eks_image).
+    options_.eks_image = [root = std::string(image), this]() -> StatusOr<std::string> {
+      ++eks_image_asked_;
+      return root;
+    };
     options_.node_network = "10.246.0.0/16";  // apart from local_provider_test's
     options_.agent_port = 19083;
     options_.instance_caps = [](std::string_view) { return InstanceCaps{2, 2.0}; };
   }
+  int eks_image_asked_ = 0;
 };
 
 TEST_F(LocalEksNode, BootsWithContainerdAndTheKubeletReady) {
@@ -170,6 +175,7 @@ TEST_F(LocalEksNode, BootsWithContainerdAndTheKubeletReady) {
       120s, 100ms);
   const std::string console = ReadFile(p.nodeDir(spec.instance_id) + "/console.log").value_or("");
   ASSERT_TRUE(booted) << "state " << state << "; console:\n" << console;
+  EXPECT_EQ(eks_image_asked_, 1);
   std::printf("[ metric ] EKS node: launch to systemd %s in %.1f s\n", state.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   EXPECT_EQ(state, "running") << InNodeSh(init, "systemctl --failed --no-legend").output;
