@@ -30,12 +30,7 @@ Status ClusterOperations::checkEksOrchestrator(const Json& eks) const {
       return cluster.status();
     }
   }
-  HF_RETURN_IF_ERROR(CheckEksAttachment(arn, found));
-  // The checks above are HyperPod's; EKS nodes themselves (kubelet in a node) come next.
-  return RuleViolation(absl::StrCat(
-      "Orchestrator.Eks: the EKS cluster ", found->name, " passes HyperPod's checks, but "
-      "Hyperfleet cannot run EKS-orchestrated nodes yet (docs/kubernetes.md). Use "
-      "Orchestrator.Slurm."));
+  return CheckEksAttachment(arn, found);
 }
 
 StatusOr<nlohmann::json> ClusterOperations::createCluster(const Json& in) {

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -299,6 +300,25 @@ StatusOr<provider::NodeImage> ReadyNodeImage(const ServerFlags& flags) {
   return image;
 }
 
+/// The EKS node image's root (--kubernetes-dir's kubelet), found in --image-dir, else built
+/// there: asked by the first launch of an EKS-orchestrated cluster's node, so that servers
+/// without EKS clusters never hash or build it.
+StatusOr<std::string> ReadyEksNodeImage(const ServerFlags& flags) {
+  provider::NodeImageOptions image_options;
+  image_options.image_dir = flags.image_dir;
+  image_options.mirror = flags.image_mirror;
+  image_options.variant = provider::NodeImageVariant::kEks;
+  image_options.kubernetes_bin = flags.kubernetes_dir;
+  image_options.log = [](std::string_view line) { spdlog::info("EKS node image: {}", line); };
+  auto image = provider::FindNodeImage(image_options);
+  if (!image.ok() && absl::IsNotFound(image.status())) {
+    spdlog::info("building the EKS node image in {} (once; a minute or two)", flags.image_dir);
+    image = provider::EnsureNodeImage(image_options);
+  }
+  if (!image.ok()) return image.status();
+  return image->rootfs;
+}
+
 /// The local provider's options from the flags (the caller fills in the agent endpoint).
 provider::LocalProvider::Options LocalOptionsOf(const ServerFlags& flags,
                                                 const std::string& data_dir,
@@ -443,11 +463,18 @@ Status Server::OpenStores() {
 }
 
 Status Server::WireAgents() {
+  // The EKS clusters' control planes: their API's controller, the agents of EKS nodes (node
+  // credentials) and the cluster controller (Nodes) use them.
+  eks::ProcessControlPlanesOptions planes;
+  planes.data_dir = data_dir_ + "/eks";
+  if (!flags_.kubernetes_dir.empty()) planes.kubernetes_bin_dir = flags_.kubernetes_dir;
+  control_planes_ = eks::MakeProcessControlPlanes(planes);
   HF_ASSIGN_OR_RETURN(tokens_,
                       agentapi::NodeTokens::LoadOrCreate(data_dir_ + "/local/node-secret"));
   agentapi::AgentService::Options agent_options;
   agent_options.heartbeat_seconds = flags_.heartbeat_seconds;
   agent_options.lifecycle_timeout_seconds = flags_.lifecycle_timeout_seconds;
+  agent_options.control_planes = control_planes_.get();  // EKS nodes' credentials
   // What the agents say, kept for the cluster controller (node liveness, health, Slurm).
   node_status_ = std::make_unique<agentapi::NodeStatusCache>(clock_, flags_.heartbeat_seconds);
   agents_ = std::make_unique<agentapi::AgentService>(
@@ -519,6 +546,12 @@ Status Server::MakeProvider() {
     return agents->handle(std::move(r));
   };
   local.agent_token = [tokens = &*tokens_](std::string_view id) { return tokens->tokenFor(id); };
+  local.eks_image = [flags = flags_]() { return ReadyEksNodeImage(flags); };
+  {
+    const eks::ProcessControlPlanesOptions planes;  // the control planes' port range
+    local.kubernetes_api_ports = {static_cast<uint16_t>(planes.first_port),
+                                  static_cast<uint16_t>(planes.last_port)};
+  }
   HF_ASSIGN_OR_RETURN(provider_, provider::LocalProvider::Create(local));
   if (flags_.provider == "local,ssh") {
     // Per instance: ssh when its type has registered machines, else local (docs/nodes.md).
@@ -587,6 +620,7 @@ Status Server::WireController() {
     node_status->forget(id, instances, cluster_gone);
     if (cluster_gone) governance_loop->forget(id);
   };
+  hooks.kubernetes = control_planes_.get();  // EKS-orchestrated clusters' Nodes
   controller_ = std::make_unique<control::ClusterController>(
       *store_, *provider_, clock_, ids_, controller_options, std::move(hooks));
   controller_ptr_ = controller_.get();
@@ -635,10 +669,6 @@ Status Server::WireApi() {
       *store_,
       [credentials = &*credentials_](std::string_view key) { return credentials->secretFor(key); },
       clock_, flags_.region, flags_.account_id);
-  eks::ProcessControlPlanesOptions planes;
-  planes.data_dir = data_dir_ + "/eks";
-  if (!flags_.kubernetes_dir.empty()) planes.kubernetes_bin_dir = flags_.kubernetes_dir;
-  control_planes_ = eks::MakeProcessControlPlanes(planes);
   return absl::OkStatus();
 }
 

@@ -162,9 +162,6 @@ TEST_F(ClusterOperationsTest, OrchestratorEksIsCheckedAgainstTheEksClusters) {
       {"arn:aws:eks:us-west-2:123456789012:cluster/deleting", {"ClusterArn", "DELETING"}},
       {"arn:aws:eks:us-west-2:123456789012:cluster/configmap",
        {"ClusterArn", "authenticationMode CONFIG_MAP", "API_AND_CONFIG_MAP"}},
-      // Passes HyperPod's checks; EKS-orchestrated nodes are not run yet.
-      {"arn:aws:eks:us-west-2:123456789012:cluster/active",
-       {"Orchestrator.Eks", "passes HyperPod's checks", "cannot run EKS-orchestrated nodes"}},
   };
   for (const auto& c : cases) {
     const Outcome o = Sm("CreateCluster", {{"ClusterName", "c"},
@@ -176,6 +173,16 @@ TEST_F(ClusterOperationsTest, OrchestratorEksIsCheckedAgainstTheEksClusters) {
     }
   }
   EXPECT_EQ(Sm("ListClusters", Json::object()).body["ClusterSummaries"].size(), 0u);
+  // One that passes HyperPod's checks is created, with its orchestrator as given.
+  const Outcome made = Sm("CreateCluster",
+                          {{"ClusterName", "on-eks"},
+                           {"InstanceGroups", {Group("a")}},
+                           {"Orchestrator", {{"Eks", {{"ClusterArn",
+                                "arn:aws:eks:us-west-2:123456789012:cluster/active"}}}}}});
+  ASSERT_EQ(made.type, "OK") << made.message;
+  const Outcome described = Sm("DescribeCluster", {{"ClusterName", "on-eks"}});
+  EXPECT_EQ(described.body["Orchestrator"]["Eks"]["ClusterArn"],
+            "arn:aws:eks:us-west-2:123456789012:cluster/active");
   CreateInService("slurm", Json::array({Group("a")}));
   ExpectRejected("UpdateCluster",
                  {{"ClusterName", "slurm"},
