@@ -238,6 +238,144 @@ class EksControlPlaneTest(unittest.TestCase):
             for n in ("delta", "epsilon"):
                 self.cp("remove", n, check=False)
 
+    def node_kubectl(self, kubeconfig, *args, check=True):
+        """kubectl as a node (its kubelet kubeconfig); the CompletedProcess."""
+        proc = subprocess.run([kubectl_binary(), "--kubeconfig", kubeconfig, *args],
+                              capture_output=True, text=True, timeout=60, env=ENV)
+        if check:
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return proc
+
+    def cp_out(self, action, name, *extra):
+        """`hyperfleet eks-control-plane ACTION NAME ...`: (exit status, stdout, stderr)."""
+        argv = [harness.BINARY, "eks-control-plane", action, name, *extra, "--data-dir",
+                self.data_dir, "--kubernetes-bin", K8S_BIN]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=ENV)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def nodes(self, name):
+        rc, out, err = self.cp_out("nodes", name)
+        self.assertEqual(rc, 0, out + err)
+        return {n["name"]: n for n in json.loads(out)}
+
+    def test_nodes(self):
+        """A node joins with the credentials nodeJoin made (its kubelet creates its own Node,
+        and may not change another's); nodes lists them; updateNode sets and removes labels and
+        taints; removeNode deletes the pods bound to the Node at once, the Node and its
+        credentials."""
+        name = "zeta"
+        rc, _, err = self.cp_out("node-join", name, "hyperpod-i-1")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no control plane", err)
+        try:
+            self.assertEqual(self.cp("ensure", name, "--wait", "180")["phase"], "READY")
+            rc, out, err = self.cp_out("node-join", name, "hyperpod-i-1")
+            self.assertEqual(rc, 0, out + err)
+            join = json.loads(out)
+            self.assertEqual(self.cp_out("node-join", name, "hyperpod-i-1")[1], out)  # kept
+            plan = json.loads(read(os.path.join(self.dir_of(name), "control-plane.json")))
+            self.assertEqual(join["cluster_cidr"], plan["pod_cidr"])
+            self.assertEqual(join["ca_pem"], read(os.path.join(self.dir_of(name), "pki", "ca.crt")))
+            rc, _, err = self.cp_out("node-join", name, "Bad_Name")
+            self.assertNotEqual(rc, 0)
+            self.assertIn("DNS subdomain", err)
+
+            kubelet = os.path.join(self.data_dir, "kubelet-1.kubeconfig")
+            with open(kubelet, "w") as f:
+                f.write(join["kubelet_kubeconfig"])
+            proxy = os.path.join(self.data_dir, "kube-proxy.kubeconfig")
+            with open(proxy, "w") as f:
+                f.write(join["kube_proxy_kubeconfig"])
+
+            def node_object(node):
+                path = os.path.join(self.data_dir, node + ".json")
+                with open(path, "w") as f:
+                    json.dump({"apiVersion": "v1", "kind": "Node",
+                               "metadata": {"name": node}}, f)
+                return path
+
+            # The node registers itself, as its kubelet does; another Node comes from the admin.
+            self.node_kubectl(kubelet, "create", "-f", node_object("hyperpod-i-1"))
+            self.kubectl(name, "create", "-f", node_object("hyperpod-i-2"))
+            nodes = self.nodes(name)
+            self.assertEqual(sorted(nodes), ["hyperpod-i-1", "hyperpod-i-2"])
+            self.assertFalse(nodes["hyperpod-i-1"]["ready"])  # no kubelet posts its status
+
+            # The node's credential acts for its own Node only.
+            denied = self.node_kubectl(kubelet, "label", "node", "hyperpod-i-2", "x=y",
+                                       check=False)
+            self.assertNotEqual(denied.returncode, 0)
+            self.assertIn("Forbidden", denied.stderr)
+            self.node_kubectl(kubelet, "label", "node", "hyperpod-i-1", "own=yes")
+            # ... and is no admin (the Node authorizer permits patching any Node: only the
+            # NodeRestriction admission above tells them apart, which can-i does not ask).
+            for verb in (("list", "secrets", "-A"), ("create", "clusterrolebindings")):
+                # "no", or "no - <why>" (the Node authorizer explains some refusals).
+                answer = self.node_kubectl(kubelet, "auth", "can-i", *verb,
+                                           check=False).stdout.strip()
+                self.assertTrue(answer == "no" or answer.startswith("no - "), (verb, answer))
+            self.assertEqual(self.node_kubectl(proxy, "auth", "can-i", "list", "endpoints",
+                                               check=False).stdout.strip(), "yes")
+
+            # updateNode: a label and a taint, then both removed (and an absent taint).
+            rc, out, err = self.cp_out("node-update", name, "hyperpod-i-1", "--label",
+                                       "hyperfleet/group=workers", "--taint",
+                                       "dedicated=gpu:NoSchedule")
+            self.assertEqual(rc, 0, out + err)
+            node = self.nodes(name)["hyperpod-i-1"]
+            self.assertEqual(node["labels"].get("hyperfleet/group"), "workers")
+            self.assertEqual(node["labels"].get("own"), "yes")
+            self.assertIn({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                          node["taints"])
+            rc, out, err = self.cp_out("node-update", name, "hyperpod-i-1", "--remove-label",
+                                       "hyperfleet/group", "--remove-taint",
+                                       "dedicated:NoSchedule", "--remove-taint",
+                                       "absent:NoExecute")
+            self.assertEqual(rc, 0, out + err)
+            node = self.nodes(name)["hyperpod-i-1"]
+            self.assertNotIn("hyperfleet/group", node["labels"])
+            self.assertNotIn("dedicated", [t["key"] for t in node["taints"]])
+            rc, _, err = self.cp_out("node-update", name, "hyperpod-absent", "--label", "a=b")
+            self.assertNotEqual(rc, 0)
+            self.assertIn("NOT_FOUND", err)
+
+            # removeNode: its pods (in any namespace) go at once, then the Node and its files.
+            def pod(pod_name, namespace, node):
+                return {"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": pod_name, "namespace": namespace},
+                        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30,
+                                 "containers": [{"name": "c", "image": "none"}]}}
+            pods = os.path.join(self.data_dir, "pods.json")
+            with open(pods, "w") as f:
+                json.dump({"apiVersion": "v1", "kind": "List",
+                           "items": [pod("p1", "default", "hyperpod-i-1"),
+                                     pod("p2", "kube-system", "hyperpod-i-1"),
+                                     pod("other", "default", "hyperpod-i-2")]}, f)
+            # The default ServiceAccounts come from the controller-manager, a moment after
+            # READY; until then the apiserver refuses the pods (apply: idempotent retries).
+            harness.wait_until(lambda: subprocess.run(
+                [kubectl_binary(), "--kubeconfig",
+                 os.path.join(self.dir_of(name), "admin.kubeconfig"), "apply", "-f", pods],
+                capture_output=True, env=ENV, timeout=60).returncode == 0,
+                timeout=60, what="pods created", interval=0.5)
+            self.assertEqual(self.kubectl(name, "get", "pods", "-A", "-o", "name").count("pod/"), 3)
+            start = time.monotonic()
+            rc, out, err = self.cp_out("node-remove", name, "hyperpod-i-1")
+            self.assertEqual(rc, 0, out + err)
+            print(f"removeNode with 2 pods took {time.monotonic() - start:.1f} s")
+            left = self.kubectl(name, "get", "pods", "-A", "-o", "name").split()
+            self.assertEqual(left, ["pod/other"])
+            self.assertEqual(sorted(self.nodes(name)), ["hyperpod-i-2"])
+            self.assertFalse(os.path.exists(os.path.join(self.dir_of(name), "nodes",
+                                                         "hyperpod-i-1")))
+            rc, out, err = self.cp_out("node-remove", name, "hyperpod-i-1")  # already gone
+            self.assertEqual(rc, 0, out + err)
+        finally:
+            self.cp("remove", name, check=False)
+        rc, _, err = self.cp_out("nodes", name)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no control plane", err)
+
     def test_bad_name_is_refused(self):
         proc = subprocess.run([harness.BINARY, "eks-control-plane", "ensure", "../x",
                                "--data-dir", self.data_dir, "--kubernetes-bin", K8S_BIN],
