@@ -12,6 +12,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -129,8 +130,21 @@ class Server:
                 url = line.split("listening on ", 1)[1].split()[0]
                 self.endpoint = url
                 self.port = int(url.rsplit(":", 1)[1])
+                # The server logs on stdout: read on into server.log, or a full pipe would
+                # stop the server at its next log line.
+                threading.Thread(target=self._drain, args=(self.proc.stdout,),
+                                 daemon=True).start()
                 return self
         raise AssertionError("server did not start within 900 s")
+
+    def _drain(self, stdout):
+        try:
+            with open(os.path.join(self.data_dir, "server.log"), "a") as log:
+                for line in stdout:
+                    log.write(line)
+                    log.flush()
+        except (OSError, ValueError):
+            pass  # closed by _release, or the data dir removed
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

@@ -212,7 +212,10 @@ std::vector<Component> ComponentCommands(const ControlPlanePlan& plan,
                  "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                  "--authorization-mode=Node,RBAC",
                  // With the Node authorizer: a kubelet may change its own Node and pods only.
-                 "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true"}};
+                 "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
+                 // Logs and exec reach a kubelet by its Node's address: no DNS knows the
+                 // names of HyperPod's nodes.
+                 "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}};
   if (!plan.spec.token_webhook_url.empty()) {
     api.argv.push_back("--authentication-token-webhook-config-file=" +
                        layout.token_webhook_kubeconfig());

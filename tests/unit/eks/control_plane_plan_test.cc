@@ -159,6 +159,7 @@ TEST(ComponentCommandsTest, Release120GetsInsecurePortsOfItsOwn) {
   // Node credentials act for their own Node only (authorizer and admission together).
   EXPECT_THAT(api, Contains("--authorization-mode=Node,RBAC"));
   EXPECT_THAT(api, Contains("--enable-admission-plugins=NodeRestriction"));
+  EXPECT_THAT(api, Contains("--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"));
   const auto& cm = Find(components, "kube-controller-manager").argv;
   EXPECT_THAT(cm, Contains("--secure-port=26004"));
   EXPECT_THAT(cm, Contains("--port=26005"));
