@@ -371,12 +371,16 @@ def check(repo, binary=None, list_only=False):
         used_in = ", ".join(sorted(sources)[:3])
         if program == "hyperfleet":
             continue  # our own binary
-        if where == "host" and program in built:
-            rows.append(f"{where:4} {program:24} {'scripts/kubernetes':24} {used_in}")
-            continue  # built from Debian's kubernetes source package by scripts/kubernetes
-        root = image if where == "node" else "/"
         # Programs only the EKS layer's node scripts run are in the EKS image only.
         eks_only = all(src.startswith("data/node-image/eks/") for src in sources)
+        # Built from Debian's kubernetes source package by scripts/kubernetes; the EKS layer
+        # copies the kubelet and kube-proxy into its image's /usr/local/bin.
+        if (where == "host" and program in built) or (
+                where == "node" and eks_only and program.startswith("/usr/local/bin/")
+                and os.path.basename(program) in built):
+            rows.append(f"{where:4} {program:24} {'scripts/kubernetes':24} {used_in}")
+            continue
+        root = image if where == "node" else "/"
         if where == "node" and eks_only:
             root = eks_image
         if root is None and eks_only:

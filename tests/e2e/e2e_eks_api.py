@@ -165,6 +165,8 @@ class EksActiveTest(unittest.TestCase):
                 self.exercise(server)
             finally:
                 # A control plane outlives the server: a failure must not leave one running.
+                # The server goes first, or its EKS controller would start it again.
+                server.stop()
                 subprocess.run([harness.BINARY, "eks-control-plane", "remove", "--data-dir",
                                 server.data_dir, "k1"], capture_output=True, timeout=60)
 

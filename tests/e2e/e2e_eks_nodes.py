@@ -97,7 +97,9 @@ class EksNodesTest(unittest.TestCase):
             wait_until(lambda: not os.path.isdir(nodes) or not os.listdir(nodes), timeout=120,
                        what="nodes removed")
         finally:
-            # A control plane outlives the server: never leave one running.
+            # A control plane outlives the server: never leave one running. The server goes
+            # first, or its EKS controller would start the control plane again.
+            server.stop()
             subprocess.run([BINARY, "eks-control-plane", "remove", "--data-dir",
                             server.data_dir, "k1"], capture_output=True, timeout=60)
             server.cleanup()
