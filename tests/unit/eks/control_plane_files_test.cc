@@ -15,28 +15,15 @@
 
 #include "absl/strings/escaping.h"
 #include "hyperfleet/common/fs.h"
+#include "x509_helpers.h"
 
 namespace hf::eks {
 namespace {
 using ::testing::HasSubstr;
 
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-using Cert = std::unique_ptr<X509, X509Free>;
-
-Cert ParseCert(const std::string& pem) {
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  Cert cert(PEM_read_bio_X509(bio, nullptr, nullptr, nullptr));
-  BIO_free(bio);
-  return cert;
-}
-
-std::string Field(X509* cert, int nid) {
-  char buf[256] = {};
-  X509_NAME_get_text_by_NID(X509_get_subject_name(cert), nid, buf, sizeof(buf));
-  return buf;
-}
+using test::Cert;
+using test::Field;
+using test::ParseCert;
 
 bool SignedBy(X509* cert, X509* ca) {
   EVP_PKEY* key = X509_get0_pubkey(ca);
