@@ -213,27 +213,15 @@ class EksNodesTest(unittest.TestCase):
         # Deleting the HyperPod cluster removes its Nodes.
         sm.delete_cluster(ClusterName="hp")
 
-        def hp_gone():
-            try:
-                sm.describe_cluster(ClusterName="hp")
-                return False
-            except sm.exceptions.ResourceNotFound:
-                return True
-
-        wait_until(hp_gone, timeout=180, interval=1, what="hp deleted")
+        wait_until(lambda: gone(sm.describe_cluster, sm.exceptions.ResourceNotFound,
+                                ClusterName="hp"), timeout=180, interval=1, what="hp deleted")
         left = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
         self.assertEqual([n["metadata"]["name"] for n in left], [])
 
         eks.delete_cluster(name="k1")
 
-        def k1_gone():
-            try:
-                eks.describe_cluster(name="k1")
-                return False
-            except eks.exceptions.ResourceNotFoundException:
-                return True
-
-        wait_until(k1_gone, timeout=60, interval=0.5, what="k1 deleted")
+        wait_until(lambda: gone(eks.describe_cluster, eks.exceptions.ResourceNotFoundException,
+                                name="k1"), timeout=60, interval=0.5, what="k1 deleted")
         left = subprocess.run(["pgrep", "-f", os.path.join(server.data_dir, "eks")],
                               capture_output=True, text=True)
         self.assertEqual(left.stdout.strip(), "")
@@ -325,6 +313,15 @@ class EksNodesTest(unittest.TestCase):
         events = node_events(by_group["workers-a"])
         self.assertTrue(any("was labelled sagemaker.amazonaws.com/node-health-status="
                             "UnschedulablePendingReboot" in e["Description"] for e in events))
+
+
+def gone(describe, not_found, **params):
+    """Whether `describe(**params)` says the resource no longer exists."""
+    try:
+        describe(**params)
+        return False
+    except not_found:
+        return True
 
 
 if __name__ == "__main__":
