@@ -74,7 +74,12 @@ StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen
                                                    flag == "--listen" ? "9080" : "0",
                                                    "), got '", listen, "'"));
   }
-  return std::make_pair(listen.substr(0, colon), static_cast<uint16_t>(port));
+  std::string host = listen.substr(0, colon);
+  // "[v6]:PORT", as in URLs; the resolver wants the address without brackets.
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
 /// Takes an exclusive lock on `<data_dir>/server.lock` and writes our pid into it.
@@ -143,6 +148,23 @@ struct CheckedFlags {
 
 bool IsWildcard(std::string_view host) {
   return host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
+}
+
+/// `host` as the host part of a URL: an IPv6 literal in brackets, anything else as it is.
+std::string UrlHost(const std::string& host) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]");
+  }
+  return host;
+}
+
+/// The host part of a URL by which processes of this host reach a server listening on
+/// `listen_host` (ParseListen's host): loopback for a wildcard (127.0.0.1, or [::1] for
+/// "::"), else UrlHost.
+std::string LocalUrlHost(const std::string& listen_host) {
+  if (listen_host.empty() || listen_host == "0.0.0.0" || listen_host == "*") return "127.0.0.1";
+  if (listen_host == "::") return "[::1]";
+  return UrlHost(listen_host);
 }
 
 /// --agent-address HOST[:PORT] ("[v6]", "[v6]:PORT"), defaulting to --agent-listen's
@@ -697,8 +719,7 @@ Status Server::Listen(const CheckedFlags& checked) {
   controller_->start();
   // Control planes on this host reach the webhook on loopback when the API listens on all
   // addresses.
-  const std::string& host = checked.listen.first;
-  const std::string webhook_host = host.empty() || host == "0.0.0.0" ? "127.0.0.1" : host;
+  const std::string webhook_host = LocalUrlHost(checked.listen.first);
   eks::EksController::Options eks_options;
   eks_options.token_webhook_prefix = absl::StrCat("http://", webhook_host, ":", server_->port(),
                                                   AbslView(eks::kTokenWebhookPath));
@@ -707,7 +728,7 @@ Status Server::Listen(const CheckedFlags& checked) {
   eks_controller_->start();
   eks_controller_ptr_ = eks_controller_.get();
   std::printf("hyperfleet server listening on http://%s:%u (data dir %s, provider %s)\n",
-              checked.listen.first.c_str(), server_->port(), data_dir_.c_str(),
+              UrlHost(checked.listen.first).c_str(), server_->port(), data_dir_.c_str(),
               flags_.provider.c_str());
   std::fflush(stdout);
   return absl::OkStatus();
