@@ -132,6 +132,7 @@ StatusOr<ClusterPlan> ClusterController::reconcile(const std::string& cluster_id
     if (!s.ok()) spdlog::warn("terminate {} failed: {}", id, s.ToString());
   }
   applyKubernetesPlan(snap.cluster, plan);
+  applyPodRoutes(snap.cluster, plan);
   for (const auto& id : plan.reboots) {
     Status s = provider_.reboot(id);
     if (!s.ok()) spdlog::warn("reboot {} failed: {}", id, s.ToString());

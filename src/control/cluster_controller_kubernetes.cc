@@ -1,10 +1,13 @@
 // ClusterController's shell around the Nodes of EKS-orchestrated clusters
 // (docs/kubernetes.md): reads them into the snapshot, applies the plan's health labels and
-// taints, removes the Nodes (and pods) of terminated instances. Decisions are the plan's
-// (plan/kubernetes.cc, plan/observe.cc).
+// taints, removes the Nodes (and pods) of terminated instances, and has the provider route
+// the Nodes' pod ranges. Decisions are the plan's
+// (plan/kubernetes.cc, plan/pod_routes.cc, plan/observe.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+
+#include "absl/strings/str_join.h"
 
 #include "hyperfleet/control/cluster_controller.h"
 
@@ -28,6 +31,7 @@ KubernetesNodeView ViewOf(const eks::KubeNode& node) {
   for (const eks::Taint& t : node.taints) {
     if (t.key == node_health::kLabel && t.effect == "NoSchedule") view.health_taint = t.value;
   }
+  view.pod_cidr = node.pod_cidr;
   return view;
 }
 
@@ -103,6 +107,32 @@ void ClusterController::applyKubernetesPlan(const model::Cluster& cluster,
       }
     }
   }
+}
+
+void ClusterController::applyPodRoutes(const model::Cluster& cluster, const ClusterPlan& plan) {
+  if (!plan.pod_routes) {
+    if (cluster.status == model::cluster_status::kDeleting) pod_routes_set_.erase(cluster.id);
+    return;
+  }
+  const SteadyTime now = clock_.monotonic();
+  auto it = pod_routes_set_.find(cluster.id);
+  const bool same = it != pod_routes_set_.end() && it->second.second == *plan.pod_routes;
+  // The same routes again once per resync: the provider may have made the network anew.
+  if (same && now - it->second.first < options_.resync_interval) return;
+  Status s = provider_.setPodRoutes(cluster.id, *plan.pod_routes);
+  if (!s.ok() && !absl::IsUnimplemented(s)) {
+    spdlog::warn("cluster {}: pod routes not set: {}", cluster.id, s.ToString());
+    return;
+  }
+  if (s.ok() && !same) {
+    std::vector<std::string> text;
+    for (const provider::PodRoute& r : *plan.pod_routes) {
+      text.push_back(r.pod_cidr + " via " + r.node_ip);
+    }
+    spdlog::info("cluster {}: pod routes: {}", cluster.id,
+                 text.empty() ? "none" : absl::StrJoin(text, ", "));
+  }
+  pod_routes_set_.insert_or_assign(cluster.id, std::pair{now, *plan.pod_routes});
 }
 
 }  // namespace hf::control

@@ -21,6 +21,7 @@ ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSourc
   if (w.cluster.status != model::cluster_status::kFailed) plan::Scale(w);
   plan::MarkSlurmNodes(w);
   plan::LabelKubernetesNodes(w);
+  plan::PlanPodRoutes(w);
   plan::Finish(w);
   plan::SetStatus(w);
   return std::move(w.plan);

@@ -142,6 +142,13 @@ class ClusterController {
   std::map<std::string, std::pair<SteadyTime, std::vector<eks::KubeNode>>> kubernetes_seen_;
   /// Instances whose Node was removed (worker thread only).
   std::set<std::string> kubernetes_removed_;
+  /// Carries out plan.pod_routes (Provider::setPodRoutes) when they differ from the last
+  /// ones set for the cluster, or a resync interval after those; forgets a deleting
+  /// cluster's. A provider without pod routes (Unimplemented) is not asked again until
+  /// they change.
+  void applyPodRoutes(const model::Cluster& cluster, const ClusterPlan& plan);
+  /// The pod routes last set per cluster id, and when (worker thread only).
+  std::map<std::string, std::pair<SteadyTime, std::vector<provider::PodRoute>>> pod_routes_set_;
   std::thread worker_;
 };
 

@@ -47,6 +47,9 @@ struct KubernetesNodeView {
   std::string health_set;
   /// The NoSchedule taint of key node_health::kLabel and its value ("" when none).
   std::string health_taint;
+  /// Its spec.podCIDR inside the cluster's pod range, e.g. "10.200.1.0/24" ("" when none:
+  /// not given yet, or outside the range; eks::KubeNode::pod_cidr).
+  std::string pod_cidr;
 };
 
 /// What the health label and taint of one Node should be (ClusterPlan::kubernetes_health).
@@ -109,6 +112,10 @@ struct ClusterPlan {
   /// or faulty with replacement due is UnschedulablePendingReplacement, one being rebooted
   /// UnschedulablePendingReboot, both tainted NoSchedule; a running one Schedulable again).
   std::vector<KubernetesNodeHealth> kubernetes_health;
+  /// EKS-orchestrated clusters whose Nodes were read this pass: every pod route the
+  /// cluster's network should have (DesiredPodRoutes of the plan's node records), for
+  /// Provider::setPodRoutes. nullopt: no change (the Nodes were not read).
+  std::optional<std::vector<provider::PodRoute>> pod_routes;
   /// Something the operator should know that is not a node event (e.g. many nodes silent
   /// at once, so silence is not acted on); the controller logs it. Empty when none.
   std::string notice;
@@ -147,6 +154,15 @@ struct ClusterPlan {
 ///  - Slurm: a node being recovered or faulty is marked DOWN with a "Hyperfleet: ..."
 ///    reason, and returned to service (resume) once its instance is up again.
 ClusterPlan PlanCluster(const ClusterSnapshot& snapshot, SystemTime now, IdSource& ids);
+
+/// The pod routes of an EKS-orchestrated cluster (like kube-controller-manager's route
+/// controller, with Hyperfleet as the cloud): one per node record of `nodes` that is not
+/// shutting down, has an IPv4 private address and whose Node (in `kubernetes_nodes`, by
+/// instance id) has a pod range: pod range -> that address. A range claimed by two nodes
+/// goes to the lower instance id. Sorted by pod range. Pure.
+std::vector<provider::PodRoute> DesiredPodRoutes(
+    const std::vector<model::Node>& nodes,
+    const std::map<std::string, KubernetesNodeView>& kubernetes_nodes);
 
 /// When the agent_start_timeout of a booted node (record `node`, instance `observed`) starts:
 /// its boot, or its launch when the provider gives no boot time. Not the launch alone: a

@@ -81,6 +81,14 @@ struct KubeNode {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::vector<Taint> taints;
+  /// spec.podCIDR, e.g. "10.200.1.0/24": the pod range the controller-manager gave the Node
+  /// (its kubelet's pods take addresses from it); "" before it is given. The control
+  /// planes' nodes() leaves it empty when it is not inside the cluster's pod range
+  /// (NodeJoin::cluster_cidr), so a Node written by hand can never route other addresses.
+  std::string pod_cidr;
+  /// The address of status.addresses of type InternalIP (the kubelet's --node-ip), e.g.
+  /// "10.224.0.5"; "" when none.
+  std::string internal_ip;
   bool operator==(const KubeNode&) const = default;
 };
 

@@ -83,6 +83,9 @@ class LocalProvider final : public Provider {
     /// {hyperfleet_binary, "node-supervisor"}.
     std::vector<std::string> supervisor_command;
     uint16_t apt_proxy_port = 0;  ///< 0 = no apt proxy file in nodes
+    /// The local registry's port on the host (ImageRegistry): let through the firewall from
+    /// nodes to the bridge host address; 0 = none.
+    uint16_t registry_port = 0;
     /// TCP ports (first, last) nodes may reach on any address of this host: the EKS control
     /// planes' apiservers, which the kubelets of EKS nodes talk to (their kubeconfigs name
     /// the host's main address; the route there is the node's default route, so nodes need
@@ -123,6 +126,10 @@ class LocalProvider final : public Provider {
   StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) override;
   bool runsLifecycleScripts() const override { return true; }
   StatusOr<int> nodeInitPid(std::string_view instance_id) override;
+  /// Host routes on the cluster's bridge, `ip route replace <pod range> via <node> dev
+  /// <bridge> proto 151`; ours no longer wanted are deleted, and all go with the bridge.
+  /// Errors: InvalidArgument for a range over the cluster subnet or a gateway outside it.
+  Status setPodRoutes(std::string_view cluster_id, const std::vector<PodRoute>& routes) override;
 
   /// This data dir's fleet id (6 hex).
   const std::string& fleetId() const { return fleet_id_; }

@@ -82,6 +82,14 @@ struct InstanceObservation {
   SystemTime boot_time{};
 };
 
+/// A route of one Kubernetes Node's pod range to its node (Provider::setPodRoutes), as a
+/// cloud provider's route table holds them for kube-controller-manager's route controller.
+struct PodRoute {
+  std::string pod_cidr;  ///< the Node's spec.podCIDR, "a.b.c.d/n", e.g. "10.200.1.0/24"
+  std::string node_ip;   ///< the instance's private address, e.g. "10.224.0.5"
+  auto operator<=>(const PodRoute&) const = default;
+};
+
 /// A source of instances. Implementations are thread-safe.
 class Provider {
  public:
@@ -116,6 +124,17 @@ class Provider {
   /// unknown or stopped node; Unimplemented for providers without host processes.
   virtual StatusOr<int> nodeInitPid(std::string_view instance_id) {
     return absl::UnimplementedError("this provider has no node processes on this host");
+  }
+  /// Makes `routes` the pod routes of cluster `cluster_id`'s network, all of them: each
+  /// pod range reaches its node, and earlier routes not in `routes` go (EKS-orchestrated
+  /// clusters: pods on different nodes reach each other; docs/kubernetes.md "Pod
+  /// networking"). Idempotent; the routes go with the cluster's network. Errors:
+  /// InvalidArgument for a malformed route, FailedPrecondition when the cluster has no
+  /// network here (yet), Unimplemented for providers whose nodes cannot run pods.
+  virtual Status setPodRoutes(std::string_view cluster_id, const std::vector<PodRoute>& routes) {
+    return absl::UnimplementedError(absl::StrCat("provider ", std::string(name()),
+                                                 " does not route pod ranges of cluster ",
+                                                 std::string(cluster_id)));
   }
 };
 

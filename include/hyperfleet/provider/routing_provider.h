@@ -52,6 +52,10 @@ class RoutingProvider final : public Provider {
   Status reboot(std::string_view instance_id) override;
   Status powerCycle(std::string_view instance_id) override;
   StatusOr<int> nodeInitPid(std::string_view instance_id) override;
+  /// The local provider's: only local nodes run pods (the ssh provider runs no EKS nodes).
+  Status setPodRoutes(std::string_view cluster_id, const std::vector<PodRoute>& routes) override {
+    return of(Route::kLocal).setPodRoutes(cluster_id, routes);
+  }
   /// Both providers' instances of the cluster; learns the route of each id it sees.
   StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster_id) override;
   /// Both providers run the lifecycle scripts through the node agent.

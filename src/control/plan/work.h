@@ -103,6 +103,8 @@ void MarkSlurmNodes(Work& w);        ///< slurm_marks.cc
 void DetectKubernetesRequests(Work& w);
 /// kubernetes.cc: each Node's health label and taint as its instance's state asks.
 void LabelKubernetesNodes(Work& w);
+/// pod_routes.cc: the pod routes of the cluster's network (ClusterPlan::pod_routes).
+void PlanPodRoutes(Work& w);
 void Finish(Work& w);                ///< cluster_status.cc: erasures and node writes
 void SetStatus(Work& w);             ///< cluster_status.cc: status, cluster write, settled
 

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "hyperfleet/common/fs.h"
+#include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/strings.h"
 #include "hyperfleet/http/tls_identity.h"
 
@@ -60,6 +61,10 @@ StatusOr<KubeNode> ParseNode(const json& item) {
     node.taints.push_back({t["key"].get<std::string>(), t.value("value", std::string()),
                            t["effect"].get<std::string>()});
   }
+  if (const auto cidr = spec.find("podCIDR"); cidr != spec.end()) {
+    if (!cidr->is_string()) return Malformed(node.name + ": podCIDR is no string");
+    node.pod_cidr = cidr->get<std::string>();
+  }
   const json status = item.value("status", json::object());
   if (!status.is_object()) return Malformed(node.name + ": status is not an object");
   const json conditions = status.value("conditions", json::array());
@@ -70,6 +75,18 @@ StatusOr<KubeNode> ParseNode(const json& item) {
       return Malformed(node.name + ": a condition is malformed");
     }
     if (c["type"] == "Ready") node.ready = c["status"] == "True";
+  }
+  const json addresses = status.value("addresses", json::array());
+  if (!addresses.is_array()) return Malformed(node.name + ": addresses are not an array");
+  for (const json& a : addresses) {
+    if (!a.is_object() || !a.contains("type") || !a["type"].is_string() ||
+        !a.contains("address") || !a["address"].is_string()) {
+      return Malformed(node.name + ": an address is malformed");
+    }
+    // The first one, as the apiserver picks a Node's address.
+    if (a["type"] == "InternalIP" && node.internal_ip.empty()) {
+      node.internal_ip = a["address"].get<std::string>();
+    }
   }
   return node;
 }
@@ -149,6 +166,19 @@ StatusOr<std::vector<KubeNode>> ParseNodeList(std::string_view text) {
   std::sort(nodes.begin(), nodes.end(),
             [](const KubeNode& a, const KubeNode& b) { return a.name < b.name; });
   return nodes;
+}
+
+void KeepPodCidrsWithin(std::vector<KubeNode>& nodes, std::string_view cluster_cidr) {
+  const auto range = ParseIpv4Prefix(cluster_cidr);
+  for (KubeNode& node : nodes) {
+    if (node.pod_cidr.empty()) continue;
+    const auto cidr = ParseIpv4Prefix(node.pod_cidr);
+    const bool inside =
+        range && cidr && absl::StrContains(node.pod_cidr, '/') &&
+        node.pod_cidr == absl::StrCat(Ipv4Text(cidr->first), "/", cidr->second) &&
+        cidr->second >= range->second && (cidr->first & PrefixMask(range->second)) == range->first;
+    if (!inside) node.pod_cidr.clear();
+  }
 }
 
 StatusOr<json> NodePatch(const json& node, const NodeUpdate& update) {

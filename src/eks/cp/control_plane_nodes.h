@@ -28,6 +28,12 @@ Status CheckNodeName(std::string_view name);
 /// no metadata.name or a malformed label, taint or condition.
 StatusOr<std::vector<KubeNode>> ParseNodeList(std::string_view json);
 
+/// Empties the pod_cidr of every node in `nodes` whose pod_cidr is not an IPv4 CIDR
+/// ("a.b.c.d/n", the address being the network's) inside `cluster_cidr` (the control
+/// plane's --cluster-cidr): only ranges the controller-manager can have given are routed
+/// to nodes; a Node made by hand with another range (the host's own network, say) is not.
+void KeepPodCidrsWithin(std::vector<KubeNode>& nodes, std::string_view cluster_cidr);
+
 /// The JSON merge patch (`kubectl patch --type=merge`) that applies `update` to `node` (the
 /// Node as `kubectl get node -o json` shows it): labels set (removed ones as null); when the
 /// update names taints, spec.taints in full (the Node's own, less those removed or replaced

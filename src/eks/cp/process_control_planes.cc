@@ -158,11 +158,12 @@ class ProcessControlPlanes final : public ControlPlanes {
   }
 
   StatusOr<std::vector<KubeNode>> nodes(std::string_view name) override {
-    HF_RETURN_IF_ERROR(loadPlan(name).status());
+    HF_ASSIGN_OR_RETURN(ControlPlanePlan plan, loadPlan(name));
     HF_ASSIGN_OR_RETURN(std::string out,
                         runKubectl(name, {"get", "nodes", "-o", "json"}, "kubectl get nodes"));
     auto nodes = ParseNodeList(out);
     if (!nodes.ok()) return absl::InternalError(nodes.status().message());
+    KeepPodCidrsWithin(*nodes, plan.pod_cidr);
     return nodes;
   }
 

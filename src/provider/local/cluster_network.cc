@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/ipv4.h"
 #include "hyperfleet/common/subprocess.h"
+#include "provider/local/address_pool.h"
 #include "provider/local/sys.h"
 
 namespace hf::provider::local {
@@ -188,11 +191,61 @@ Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std:
   return absl::OkStatus();
 }
 
+StatusOr<std::vector<std::vector<std::string>>> PodRouteCommands(
+    const std::vector<PodRoute>& present, const std::vector<PodRoute>& wanted,
+    const std::string& bridge, uint32_t subnet_base) {
+  const std::string proto = std::to_string(kPodRouteProtocol);
+  std::vector<std::vector<std::string>> out;
+  std::set<std::string> wanted_cidrs;
+  for (const PodRoute& r : wanted) {
+    const auto cidr = ParseIpv4Prefix(r.pod_cidr);
+    const std::string route = absl::StrCat(r.pod_cidr, " via ", r.node_ip);
+    if (!cidr || r.pod_cidr != absl::StrCat(Ipv4Text(cidr->first), "/", cidr->second)) {
+      return absl::InvalidArgumentError(absl::StrCat("pod route ", route, ": no a.b.c.d/n"));
+    }
+    // Over the subnet it would take the nodes' own addresses off the bridge.
+    if (PrefixesOverlap(cidr->first, cidr->second, subnet_base, kSubnetBits)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pod route ", route, ": overlaps the cluster subnet"));
+    }
+    if (Status st = AddressPool(subnet_base).CheckNodeAddress(r.node_ip); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("pod route ", route, ": ", st.message()));
+    }
+    if (!wanted_cidrs.insert(r.pod_cidr).second) {
+      return absl::InvalidArgumentError(absl::StrCat("pod range ", r.pod_cidr, " twice"));
+    }
+    if (std::find(present.begin(), present.end(), r) != present.end()) continue;
+    out.push_back({"ip", "-4", "route", "replace", r.pod_cidr, "via", r.node_ip, "dev", bridge,
+                   "proto", proto});
+  }
+  for (const PodRoute& r : present) {
+    if (wanted_cidrs.contains(r.pod_cidr)) continue;
+    out.push_back({"ip", "-4", "route", "del", r.pod_cidr, "dev", bridge, "proto", proto});
+  }
+  return out;
+}
+
+StatusOr<std::vector<PodRoute>> PodRoutesOn(const std::string& bridge) {
+  HF_ASSIGN_OR_RETURN(auto shown, RunCapture({"ip", "-j", "-4", "route", "show", "dev", bridge,
+                                              "proto", std::to_string(kPodRouteProtocol)}));
+  if (!shown.ok()) {
+    return absl::InternalError(absl::StrCat("ip route show dev ", bridge, " failed: ", shown.out));
+  }
+  const auto routes = nlohmann::json::parse(shown.out, nullptr, false);
+  std::vector<PodRoute> out;
+  for (const auto& r : routes.is_array() ? routes : nlohmann::json::array()) {
+    if (!r.is_object()) continue;
+    out.push_back({r.value("dst", ""), r.value("gateway", "")});
+  }
+  return out;
+}
+
 StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {
   EgressConfig c;
   c.egress = options.node_egress;
   c.agent_port = options.agent_port;
   c.apt_proxy_port = options.apt_proxy_port;
+  c.registry_port = options.registry_port;
   c.kubernetes_api_ports = options.kubernetes_api_ports;
   if (c.kubernetes_api_ports.first > c.kubernetes_api_ports.second) {
     return absl::InvalidArgumentError("kubernetes_api_ports: first after last");
@@ -240,6 +293,8 @@ FirewallSpec ClusterNetworks::Spec() const {
   spec.agent_port = config_.agent_port;
   spec.host_ports = HostProxyPorts(config_.proxies);
   if (config_.apt_proxy_port != 0) spec.host_ports.push_back(config_.apt_proxy_port);
+  // The local registry: containerd in EKS nodes pulls from it (docs/kubernetes.md).
+  if (config_.registry_port != 0) spec.host_ports.push_back(config_.registry_port);
   spec.local_ports_first = config_.kubernetes_api_ports.first;
   spec.local_ports_last = config_.kubernetes_api_ports.second;
   if (config_.egress == NodeEgress::kProxy) spec.remote_proxies = RemoteProxies(config_.proxies);

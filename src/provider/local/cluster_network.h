@@ -51,11 +51,31 @@ Status EnsureClusterBridge(const std::string& bridge, const std::string& host_ip
 Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std::string& bridge,
                       const std::string& ip, const std::vector<std::vector<std::string>>& routes);
 
+/// The routing protocol number that marks Hyperfleet's pod routes on cluster bridges
+/// (`ip route ... proto 151`; unnamed in rt_protos, used by no routing daemon we know), so
+/// that stale ones are told from everyone else's routes.
+inline constexpr int kPodRouteProtocol = 151;
+
+/// The `ip` commands that turn our pod routes `present` on `bridge` (the cluster's, subnet
+/// `subnet_base`/22) into `wanted`: `ip -4 route replace <cidr> via <ip> dev <bridge> proto
+/// 151` for each wanted route absent or going elsewhere, then `ip -4 route del <cidr> dev
+/// <bridge> proto 151` for each present range no longer wanted. Pure. Errors:
+/// InvalidArgument naming the route when a pod range is not a normalised "a.b.c.d/n" or
+/// overlaps the cluster subnet, or a node address is not a node's of that subnet.
+StatusOr<std::vector<std::vector<std::string>>> PodRouteCommands(
+    const std::vector<PodRoute>& present, const std::vector<PodRoute>& wanted,
+    const std::string& bridge, uint32_t subnet_base);
+
+/// Our pod routes on `bridge` now (`ip -j -4 route show dev <bridge> proto 151`).
+/// Errors: Internal naming the command.
+StatusOr<std::vector<PodRoute>> PodRoutesOn(const std::string& bridge);
+
 /// A data dir's egress settings, checked once at start.
 struct EgressConfig {
   NodeEgress egress = NodeEgress::kNone;
   uint16_t agent_port = 0;
   uint16_t apt_proxy_port = 0;
+  uint16_t registry_port = 0;  ///< LocalProvider::Options'; 0: none
   std::pair<uint16_t, uint16_t> kubernetes_api_ports{0, 0};  ///< LocalProvider::Options'
   ProxySettings proxies;  ///< kProxy: proxy host names already resolved to IPv4 addresses
   std::string region;

@@ -140,6 +140,26 @@ std::optional<local::ImdsNode> LocalProvider::Impl::imdsNode(const std::string& 
   return node;
 }
 
+// Under cluster_mu_, so that the bridge cannot go in between. Its routes go with it (the
+// kernel drops a device's routes when it is deleted): nothing here undoes them.
+Status LocalProvider::Impl::setPodRoutes(const std::string& cluster_id,
+                                         const std::vector<PodRoute>& routes) {
+  std::lock_guard lock(cluster_mu_);
+  const std::string bridge = LocalNames::Bridge(fleet_id_, cluster_id);
+  auto text = ReadFile(absl::StrCat(root_, "/clusters/", cluster_id, "/network.json"));
+  const auto j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  const auto subnet = j.is_object() ? ParseIpv4Prefix(j.value("subnet", "")) : std::nullopt;
+  if (!subnet || !LinkExists(bridge)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cluster ", cluster_id, " has no network on this host"));
+  }
+  HF_ASSIGN_OR_RETURN(auto present, local::PodRoutesOn(bridge));
+  HF_ASSIGN_OR_RETURN(auto commands,
+                      local::PodRouteCommands(present, routes, bridge, subnet->first));
+  for (const auto& argv : commands) HF_RETURN_IF_ERROR(RunOk(argv));
+  return absl::OkStatus();
+}
+
 void LocalProvider::Impl::tearDownClusterIfEmpty(const std::string& cluster_id) {
   std::lock_guard lock(cluster_mu_);
   {

@@ -467,6 +467,10 @@ StatusOr<std::vector<InstanceObservation>> LocalProvider::list(std::string_view 
   return impl_->list(cluster_id);
 }
 StatusOr<int> LocalProvider::nodeInitPid(std::string_view id) { return impl_->initPid(id); }
+Status LocalProvider::setPodRoutes(std::string_view cluster_id,
+                                   const std::vector<PodRoute>& routes) {
+  return impl_->setPodRoutes(std::string(cluster_id), routes);
+}
 std::string LocalProvider::nodeDir(std::string_view id) const { return impl_->nodeDir(id); }
 std::optional<int> LocalProvider::supervisorPidForTest(std::string_view id) const {
   return impl_->supervisorPid(id);

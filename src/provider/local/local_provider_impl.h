@@ -70,6 +70,8 @@ class LocalProvider::Impl {
   /// Scans nodes/*/node.json of an earlier run (docs/nodes.md "A node's life" step 5).
   void adopt();
   Status powerCycle(std::string_view instance_id);
+  /// Provider::setPodRoutes on the cluster's bridge (cluster_setup.cc).
+  Status setPodRoutes(const std::string& cluster_id, const std::vector<PodRoute>& routes);
 
   // ---- the supervisor (supervisor_launch.cc) ----
   std::optional<int> supervisorPid(std::string_view id) const;

@@ -59,7 +59,7 @@ struct Fixture {
       o.boot_time = n.launch_time;
       snap.instances.push_back(o);
       snap.liveness[n.instance_id].last_heard = kT0;
-      (*snap.kubernetes_nodes)[n.instance_id] = {true, nh::kSchedulable, nh::kSchedulable, ""};
+      (*snap.kubernetes_nodes)[n.instance_id] = {true, nh::kSchedulable, nh::kSchedulable, "", ""};
       snap.nodes.push_back(n);
     }
   }
@@ -163,7 +163,7 @@ TEST(KubernetesPlan, AUsersPendingRebootLabelRebootsAndTheNodeIsSchedulableAfter
   f.snap.nodes[0] = *n;
   f.snap.nodes[0].recovery.reset();
   f.snap.nodes[0].status = is::kRunning;
-  f.view(0) = {true, nh::kPendingReboot, nh::kPendingReboot, nh::kPendingReboot};
+  f.view(0) = {true, nh::kPendingReboot, nh::kPendingReboot, nh::kPendingReboot, ""};
   p = f.plan();
   EXPECT_TRUE(p.reboots.empty());
   ASSERT_EQ(p.kubernetes_health.size(), 1u);
@@ -187,8 +187,8 @@ TEST(KubernetesPlan, OtherLabelValuesAskForNothing) {
 TEST(KubernetesPlan, GroupsWithDeepHealthChecksStayUnschedulableAndTainted) {
   Fixture f;
   f.snap.cluster.groups[0].spec["OnStartDeepHealthChecks"] = {"InstanceStress"};
-  f.view(0) = {true, nh::kUnschedulable, "", nh::kUnschedulable};  // as the kubelet joined
-  f.view(1) = {true, nh::kUnschedulable, nh::kUnschedulable, nh::kUnschedulable};
+  f.view(0) = {true, nh::kUnschedulable, "", nh::kUnschedulable, ""};  // as the kubelet joined
+  f.view(1) = {true, nh::kUnschedulable, nh::kUnschedulable, nh::kUnschedulable, ""};
   const ClusterPlan p = f.plan();
   ASSERT_EQ(p.kubernetes_health.size(), 1u);
   EXPECT_EQ(p.kubernetes_health[0],

@@ -100,6 +100,55 @@ TEST(ParseNodeListTest, ReadyConditionLabelsTaintsUnschedulable) {
   EXPECT_TRUE((*nodes)[3].taints.empty());
 }
 
+TEST(ParseNodeListTest, PodCidrAndInternalIp) {
+  auto nodes = ParseNodeList(List({
+      NodeJson("a", {{"spec", {{"podCIDR", "10.200.1.0/24"}, {"podCIDRs", {"10.200.1.0/24"}}}},
+                     {"status",
+                      {{"addresses",
+                        {{{"type", "Hostname"}, {"address", "ip-10-224-0-5"}},
+                         {{"type", "InternalIP"}, {"address", "10.224.0.5"}},
+                         {{"type", "InternalIP"}, {"address", "10.224.0.6"}}}}}}}),
+      NodeJson("b", Ready("True")),  // no podCIDR yet, no addresses
+  }));
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].pod_cidr, "10.200.1.0/24");
+  EXPECT_EQ((*nodes)[0].internal_ip, "10.224.0.5");  // the first InternalIP
+  EXPECT_EQ((*nodes)[1].pod_cidr, "");
+  EXPECT_EQ((*nodes)[1].internal_ip, "");
+  for (const json& bad : {json{{"spec", {{"podCIDR", 7}}}},
+                          json{{"status", {{"addresses", "10.0.0.1"}}}},
+                          json{{"status", {{"addresses", {{{"type", "InternalIP"}}}}}}}}) {
+    auto parsed = ParseNodeList(List({NodeJson("x", bad)}));
+    EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << bad.dump() << parsed.status();
+  }
+}
+
+TEST(KeepPodCidrsWithinTest, OnlyNormalisedRangesInsideTheClusterCidr) {
+  const std::vector<std::pair<std::string, std::string>> table = {
+      {"10.200.1.0/24", "10.200.1.0/24"},  // the controller-manager's kind
+      {"10.200.0.0/16", "10.200.0.0/16"},  // the whole range: still inside
+      {"", ""},
+      {"10.201.1.0/24", ""},               // another cluster's range
+      {"10.0.0.0/8", ""},                  // wider than the range
+      {"0.0.0.0/0", ""},
+      {"10.200.1.5/24", ""},               // not a network address
+      {"10.200.1.0", ""},                  // no length
+      {"10.200.1.0/33", ""},
+      {"garbage", ""},
+  };
+  for (const auto& [given, kept] : table) {
+    std::vector<KubeNode> nodes(1);
+    nodes[0].pod_cidr = given;
+    KeepPodCidrsWithin(nodes, "10.200.0.0/16");
+    EXPECT_EQ(nodes[0].pod_cidr, kept) << given;
+  }
+  std::vector<KubeNode> nodes(1);
+  nodes[0].pod_cidr = "10.200.1.0/24";
+  KeepPodCidrsWithin(nodes, "");  // no known range: nothing is routed
+  EXPECT_EQ(nodes[0].pod_cidr, "");
+}
+
 TEST(ParseNodeListTest, EmptyListAndNodeList) {
   auto empty = ParseNodeList(R"({"apiVersion":"v1","items":[],"kind":"List","metadata":{}})");
   ASSERT_TRUE(empty.ok()) << empty.status();
