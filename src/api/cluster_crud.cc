@@ -57,6 +57,9 @@ StatusOr<nlohmann::json> ClusterOperations::createCluster(const Json& in) {
     if (in.contains(key)) c.spec[key] = in[key];
   }
   for (const auto& g : groups) c.groups.push_back(GroupFromSpec(g));
+  if (!c.eksClusterName().empty()) {
+    HF_RETURN_IF_ERROR(CheckEksPlacement(c.groups, {}, config_.runs_on_ssh));
+  }
   if (TotalInstances(c.groups) > config_.max_instances_per_cluster) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "The cluster would have ", TotalInstances(c.groups), " instances; the limit is ",

@@ -229,6 +229,13 @@ StatusOr<nlohmann::json> ClusterOperations::batchAddClusterNodes(const Json& in)
             "Adding ", increment, " instances to ", c.name, " would exceed the limit of ",
             config_.max_instances_per_cluster, " instances per cluster."));
       }
+      if (increment > 0 && !c.eksClusterName().empty()) {
+        if (Status placed = CheckEksPlacement({*g}, {}, config_.runs_on_ssh); !placed.ok()) {
+          if (!absl::IsInvalidArgument(placed)) return placed;
+          fail("IncompatibleInstanceTypes", std::string(placed.message()));
+          continue;
+        }
+      }
       const int before = g->target_count;
       g->target_count += increment;
       g->spec["InstanceCount"] = g->target_count;

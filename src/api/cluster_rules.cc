@@ -1,5 +1,6 @@
 #include "cluster_rules.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,28 @@ Status CheckEksAttachment(std::string_view cluster_arn,
         "Orchestrator.Eks.ClusterArn: the EKS cluster ", found->name,
         " has authenticationMode CONFIG_MAP; HyperPod needs API or API_AND_CONFIG_MAP (aws eks "
         "update-cluster-config --access-config authenticationMode=API_AND_CONFIG_MAP)."));
+  }
+  return absl::OkStatus();
+}
+
+Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
+                         const std::vector<model::InstanceGroup>& before,
+                         const std::function<StatusOr<bool>(std::string_view)>& runs_on_ssh) {
+  if (!runs_on_ssh) return absl::OkStatus();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const model::InstanceGroup& g = groups[i];
+    const auto old = std::find_if(before.begin(), before.end(),
+                                  [&](const model::InstanceGroup& b) { return b.name == g.name; });
+    // Only launches matter: a group that keeps or lowers its count starts nothing anywhere.
+    if (old != before.end() && g.target_count <= old->target_count) continue;
+    HF_ASSIGN_OR_RETURN(const bool on_ssh, runs_on_ssh(g.instance_type));
+    if (!on_ssh) continue;
+    return RuleViolation(absl::StrCat(
+        "Instance group '", g.name, "' at 'instanceGroups.", i + 1,
+        ".member.instanceType': instances of ", g.instance_type,
+        " run on registered ssh machines, and the ssh provider does not run EKS nodes "
+        "(Orchestrator.Eks); use an instance type without registered machines (local nodes) "
+        "or a Slurm-orchestrated cluster."));
   }
   return absl::OkStatus();
 }

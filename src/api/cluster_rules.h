@@ -3,6 +3,7 @@
 // service model cannot express (private to src/api). Pure: a request in, a Status or a value
 // out. Errors are InvalidArgument (ValidationException) naming the group and its place
 // ('instanceGroups.N.member', the model's validation wording).
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,16 @@ std::optional<std::string> EksClusterNameOf(std::string_view cluster_arn, std::s
 /// error is a ValidationException naming Orchestrator.Eks.ClusterArn. Pure.
 Status CheckEksAttachment(std::string_view cluster_arn,
                           const std::optional<store::EksCluster>& found);
+
+/// The ssh provider runs no EKS nodes (no kubelet or containerd on its machines): for an
+/// Orchestrator.Eks cluster, a ValidationException naming the first group of `groups` that
+/// would launch instances (a target count above `before`'s for that group name, or a group
+/// `before` lacks) of a type `runs_on_ssh` says runs on ssh machines, and its place
+/// ('instanceGroups.N.member.instanceType', N counted in `groups`). OK when `runs_on_ssh` is
+/// unset. Errors of `runs_on_ssh` are returned as they are.
+Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
+                         const std::vector<model::InstanceGroup>& before,
+                         const std::function<StatusOr<bool>(std::string_view)>& runs_on_ssh);
 
 /// The instances `groups` ask for in all (their target counts).
 int TotalInstances(const std::vector<model::InstanceGroup>& groups);

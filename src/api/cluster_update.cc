@@ -161,6 +161,9 @@ StatusOr<nlohmann::json> ClusterOperations::updateCluster(const Json& in) {
     }
     HF_ASSIGN_OR_RETURN(GroupUpdate update,
                         PlanGroupUpdate(c, request, config_.max_instances_per_cluster));
+    if (!c.eksClusterName().empty()) {
+      HF_RETURN_IF_ERROR(CheckEksPlacement(update.next, c.groups, config_.runs_on_ssh));
+    }
     for (auto& text : update.events) {
       batch.events.push_back(model::MakeEvent(ids_.eventId(), c.id, clock_.now(), std::move(text)));
     }

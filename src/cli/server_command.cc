@@ -654,6 +654,16 @@ Status Server::WireApi() {
   config_.account_id = flags_.account_id;
   config_.max_clusters = flags_.max_clusters;
   config_.max_instances_per_cluster = flags_.max_instances_per_cluster;
+  // The ssh provider runs no EKS nodes: the API refuses EKS groups that would launch there.
+  if (flags_.provider == "ssh") {
+    config_.runs_on_ssh = [](std::string_view) -> StatusOr<bool> { return true; };
+  } else if (flags_.provider == "local,ssh") {
+    config_.runs_on_ssh = [inventory = machine_inventory_.get()](
+                              std::string_view type) -> StatusOr<bool> {
+      HF_ASSIGN_OR_RETURN(auto machines, inventory->machines());
+      return provider::RouteFor(type, machines) == provider::Route::kSsh;
+    };
+  }
   model_ = model::ServiceModel::Embedded();
   clusters_ = std::make_unique<api::ClusterOperations>(
       *store_, *model_, clock_, ids_, config_,

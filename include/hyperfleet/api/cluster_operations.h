@@ -29,6 +29,11 @@ struct ApiConfig {
   std::string account_id = "123456789012";
   int max_clusters = 100;                 ///< ResourceLimitExceeded beyond this
   int max_instances_per_cluster = 10000;  ///< ResourceLimitExceeded beyond this (all groups)
+  /// Whether new instances of an instance type would run on registered ssh machines
+  /// (`--provider ssh`, or `local,ssh` with a machine of that type). The ssh provider runs
+  /// no EKS nodes, so Orchestrator.Eks groups that would launch there are refused. Errors:
+  /// the machine registry's. Unset: no type does (fake and local providers).
+  std::function<StatusOr<bool>(std::string_view instance_type)> runs_on_ssh;
 };
 
 /// The cluster operations, an OperationSet of the SageMaker API. Thread-safe (state lives in

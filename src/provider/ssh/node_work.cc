@@ -268,6 +268,18 @@ void SshProvider::Impl::setUp(std::shared_ptr<NodeRec> rec) {
   {
     std::lock_guard lock(mu_);
     if (rec->phase == Phase::kTerminating || shutting_down_) return;
+    // No kubelet or containerd here. The API refuses such groups; a machine registered
+    // after the cluster was made can still route a launch here: fail it, take no machine.
+    if (rec->spec.image_variant == NodeImageVariant::kEks) {
+      rec->phase = Phase::kFailed;
+      rec->message = absl::StrCat(
+          "The ssh provider does not run EKS nodes: instance type ", rec->spec.instance_type,
+          " has registered ssh machines, and cluster ", rec->spec.cluster_name,
+          " is orchestrated by EKS (Orchestrator.Eks).");
+      spdlog::warn("ssh provider: launch of {} failed: {}", rec->spec.instance_id, rec->message);
+      (void)persist(*rec);
+      return;
+    }
   }
   std::string step = "allocate";
   Status st = [&]() -> Status {

@@ -32,11 +32,12 @@ struct ApiWorld {
   SequentialIdSource ids{7};
   std::unique_ptr<store::Store> store = std::move(store::OpenSqliteStore(":memory:").value());
   std::shared_ptr<const model::ServiceModel> model = model::ServiceModel::Embedded();
-  ClusterOperations clusters{*store, *model, clock, ids, ApiConfig{}, [](const std::string&) {}};
+  ApiConfig config;  ///< the cluster operations' (before them: they copy it)
+  ClusterOperations clusters{*store, *model, clock, ids, config, [](const std::string&) {}};
   GovernanceOperations governance{*store, clock, ids, ApiConfig{}};
   ApiHandler handler{[](std::string_view) { return std::nullopt; }, clock, ids, ApiConfig{}};
 
-  ApiWorld() {
+  explicit ApiWorld(ApiConfig cluster_config = {}) : config(std::move(cluster_config)) {
     handler.addService(clusters);
     handler.addService(governance);
   }

@@ -6,6 +6,7 @@
 // request names what is wrong and writes nothing.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "api_world.h"
@@ -84,7 +85,17 @@ class ClusterOperationsTest : public ::testing::Test {
     return out;
   }
 
-  ApiWorld w_;
+  /// Instance types whose instances run on ssh machines (ApiConfig::runs_on_ssh); for
+  /// "ml.m5.large" the machine registry fails.
+  std::set<std::string> ssh_types_;
+  ApiWorld w_{[this] {
+    ApiConfig config;
+    config.runs_on_ssh = [this](std::string_view type) -> StatusOr<bool> {
+      if (type == "ml.m5.large") return absl::UnavailableError("machine registry down");
+      return ssh_types_.count(std::string(type)) > 0;
+    };
+    return config;
+  }()};
 };
 
 TEST_F(ClusterOperationsTest, InstanceGroupNamesAreUnique) {
@@ -189,6 +200,65 @@ TEST_F(ClusterOperationsTest, OrchestratorEksIsCheckedAgainstTheEksClusters) {
                   {"Orchestrator", {{"Eks", {{"ClusterArn",
                                               "arn:aws:eks:us-west-2:123456789012:cluster/active"}}}}}},
                  "ValidationException", {"Orchestrator.Eks", "cannot change a cluster's orchestrator"});
+}
+
+// The ssh provider runs no EKS nodes: an Orchestrator.Eks group whose new instances would land
+// on ssh machines is refused (CreateCluster, UpdateCluster, BatchAddClusterNodes), naming the
+// group's InstanceType; Slurm clusters and groups that launch nothing are not concerned.
+TEST_F(ClusterOperationsTest, EksGroupsThatWouldRunOnSshMachinesAreRefused) {
+  store::EksCluster k;
+  k.name = "k";
+  k.arn = "arn:aws:eks:us-west-2:123456789012:cluster/k";
+  k.status = store::EksClusterStatus::kActive;
+  k.auth_mode = store::EksAuthMode::kApi;
+  store::WriteBatch batch;
+  batch.eks_clusters.push_back({k, store::kMustNotExist, false});
+  ASSERT_TRUE(w_.store->commit(batch).ok());
+  const Json eks = {{"Eks", {{"ClusterArn", k.arn}}}};
+  ssh_types_ = {"ml.c5.large"};
+
+  ExpectRejected("CreateCluster",
+                 {{"ClusterName", "on-ssh"},
+                  {"InstanceGroups", {Group("a"), Group("b", 1, "ml.c5.large")}},
+                  {"Orchestrator", eks}},
+                 "ValidationException",
+                 {"Instance group 'b' at 'instanceGroups.2.member.instanceType'", "ml.c5.large",
+                  "ssh provider does not run EKS nodes (Orchestrator.Eks)"});
+  // The registry's own failure is no validation error.
+  EXPECT_EQ(Sm("CreateCluster", {{"ClusterName", "boom"},
+                                 {"InstanceGroups", {Group("a", 1, "ml.m5.large")}},
+                                 {"Orchestrator", eks}})
+                .type,
+            "ServiceUnavailable");
+  // Slurm clusters run on ssh machines as before.
+  ASSERT_EQ(Sm("CreateCluster", {{"ClusterName", "slurm-ssh"},
+                                 {"InstanceGroups", {Group("b", 1, "ml.c5.large")}}})
+                .type,
+            "OK");
+
+  // Machines of a type registered after the cluster was made: growing that group is refused,
+  // shrinking it or changing another group is not.
+  ASSERT_EQ(Sm("CreateCluster", {{"ClusterName", "eks"},
+                                 {"InstanceGroups", {Group("a", 2), Group("c", 2, "ml.c5.2xlarge")}},
+                                 {"Orchestrator", eks}})
+                .type,
+            "OK");
+  w_.SetClusterStatus("eks", "InService");
+  ssh_types_.insert("ml.c5.2xlarge");
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "eks"},
+                  {"InstanceGroups", {Group("a", 2), Group("c", 3, "ml.c5.2xlarge")}}},
+                 "ValidationException",
+                 {"'c' at 'instanceGroups.2.member.instanceType'", "ml.c5.2xlarge"});
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "eks"},
+                  {"InstanceGroups",
+                   {Group("a", 2), Group("c", 2, "ml.c5.2xlarge"), Group("d", 1, "ml.c5.large")}}},
+                 "ValidationException", {"'d' at 'instanceGroups.3.member.instanceType'"});
+  EXPECT_EQ(Sm("UpdateCluster", {{"ClusterName", "eks"},
+                                 {"InstanceGroups", {Group("a", 3), Group("c", 1, "ml.c5.2xlarge")}}})
+                .type,
+            "OK");
 }
 
 TEST_F(ClusterOperationsTest, ATakenNameIsResourceInUse) {

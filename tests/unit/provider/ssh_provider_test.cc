@@ -280,6 +280,20 @@ TEST_F(SshProviderTest, NoFreeMachineFailsWithThePoolsShortfall) {
   EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
 }
 
+TEST_F(SshProviderTest, AnEksNodeFailsAtOnceAndTakesNoMachine) {
+  inventory_.add("m-000000000001", "10.250.0.11");
+  start();
+  InstanceSpec s = spec("i-1");
+  s.image_variant = NodeImageVariant::kEks;
+  ASSERT_TRUE(provider_->launch(s).ok());
+  provider_->waitIdleForTest();
+  const InstanceObservation o = only();
+  EXPECT_EQ(o.state, InstanceState::kFailed);
+  EXPECT_TRUE(absl::StartsWith(o.message, "The ssh provider does not run EKS nodes")) << o.message;
+  EXPECT_EQ(inventory_.get("m-000000000001").state, MachineState::kFree);
+  EXPECT_EQ(ssh_.at("10.250.0.11").base_runs, 0);
+}
+
 TEST_F(SshProviderTest, TerminatingAnInstanceThatGotNoMachineTakesNone) {
   start();
   ASSERT_TRUE(provider_->launch(spec("i-1")).ok());
