@@ -21,12 +21,11 @@ import unittest
 
 import boto3
 
-from harness import (ACCOUNT, BINARY, REGION, ACCESS_KEY, SECRET_KEY, Server, aws_env,
-                     kubernetes_bin, local_node_pids, main, wait_until)
+from harness import (ACCOUNT, BINARY, EKS_ROLE as ROLE, EKS_VPC as VPC, REGION, ACCESS_KEY,
+                     SECRET_KEY, Server, aws_env, gone, kubernetes_bin, local_node_pids, main,
+                     wait_until)
 
 IMAGE_DIR = os.environ.get("HYPERFLEET_IMAGE_DIR", "/var/lib/hyperfleet/images")
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/eks-cluster"
-VPC = {"subnetIds": ["subnet-0a", "subnet-0b"], "securityGroupIds": ["sg-0a"]}
 
 # What HyperPod's EKS base-config does before the kubelet starts (node-contract: it moves
 # /var/lib/kubelet under /opt/sagemaker with a symlink), plus proof of the order.
@@ -313,15 +312,6 @@ class EksNodesTest(unittest.TestCase):
         events = node_events(by_group["workers-a"])
         self.assertTrue(any("was labelled sagemaker.amazonaws.com/node-health-status="
                             "UnschedulablePendingReboot" in e["Description"] for e in events))
-
-
-def gone(describe, not_found, **params):
-    """Whether `describe(**params)` says the resource no longer exists."""
-    try:
-        describe(**params)
-        return False
-    except not_found:
-        return True
 
 
 if __name__ == "__main__":

@@ -201,6 +201,77 @@ def local_node_pids(data_dir, iid):
     return pids
 
 
+EKS_ROLE = f"arn:aws:iam::{ACCOUNT}:role/eks-cluster"
+EKS_VPC = {"subnetIds": ["subnet-0a", "subnet-0b"], "securityGroupIds": ["sg-0a"]}
+
+
+def gone(describe, not_found, **params):
+    """Whether `describe(**params)` says the resource no longer exists."""
+    try:
+        describe(**params)
+        return False
+    except not_found:
+        return True
+
+
+class Kubectl:
+    """kubectl of one EKS cluster of `server`, as a user runs it: a kubeconfig written by `aws
+    eks update-kubeconfig` (its token from `aws eks get-token`, checked by the server's token
+    webhook), or `kubeconfig` given (e.g. the control plane's admin.kubeconfig, which needs no
+    server). Call with kubectl's arguments; AssertionError on failure unless check=False."""
+
+    def __init__(self, server, bin_dir, cluster, kubeconfig=None):
+        self.binary = os.path.join(bin_dir, "kubectl")
+        self.env = aws_env(server.endpoint)
+        self.kubeconfig = kubeconfig or os.path.join(server.data_dir, f"kubeconfig-{cluster}")
+        if kubeconfig is None:
+            subprocess.run(["aws", "eks", "update-kubeconfig", "--name", cluster,
+                            "--kubeconfig", self.kubeconfig], env=self.env, check=True,
+                           capture_output=True, timeout=60)
+
+    def __call__(self, *args, check=True, timeout=120):
+        r = subprocess.run([self.binary, "--kubeconfig", self.kubeconfig, *args], env=self.env,
+                           capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+        return r
+
+    def nodes(self):
+        """{name: Node object} of every Node."""
+        return {n["metadata"]["name"]: n
+                for n in json.loads(self("get", "nodes", "-o", "json").stdout)["items"]}
+
+
+def node_ready(node):
+    """Whether a Node object's Ready condition is True."""
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in node.get("status", {}).get("conditions", []))
+
+
+def local_leftovers(data_dir):
+    """What a local-provider server with data dir `data_dir` left on the host once everything
+    is deleted and the server stopped: processes naming the dir (nodes, control planes),
+    mounts under it, its fleet's network namespaces and nft table. [] when clean."""
+    left = []
+    r = subprocess.run(["pgrep", "-af", data_dir], capture_output=True, text=True)
+    left += [f"process {line}" for line in r.stdout.splitlines() if line.strip()]
+    with open("/proc/self/mountinfo") as f:
+        left += [f"mount {line.split()[4]}" for line in f
+                 if line.split()[4].startswith(data_dir)]
+    try:
+        with open(os.path.join(data_dir, "local", "fleet-id")) as f:
+            fleet = f.read().strip()
+    except OSError:
+        return left
+    if os.path.isdir("/run/netns"):
+        left += [f"netns {ns}" for ns in os.listdir("/run/netns") if ns.startswith(f"hf-{fleet}-")]
+    r = subprocess.run(["nft", "list", "table", "inet", f"hyperfleet-{fleet}"],
+                       capture_output=True, text=True)
+    if r.returncode == 0:
+        left.append(f"nft table inet hyperfleet-{fleet}:\n{r.stdout}")
+    return left
+
+
 def aws_env(endpoint=None):
     """Environment for AWS clients: our test key, region, and our model subset on
     AWS_DATA_PATH so that any aws CLI / botocore knows the HyperPod operations."""
