@@ -15,9 +15,9 @@ one EKS cluster, then `--runs` times:
      detection, the controller's first event about the instance after the kill (its
      EventTime, taken at the controller's pass); the victim's Node labelled
      UnschedulablePendingReplacement with the NoSchedule taint (and when the server logged
-     that its update returned); the replacement's Node Ready
-     and labelled Schedulable; the victim's pod bound to it by the scheduler; every pod running
-     again (the victim's pod can only run on the replacement: one pod per node);
+     that its update returned); the replacement's Node registered, then Ready and labelled
+     Schedulable; the victim's pod bound to it by the scheduler; every pod running again
+     (the victim's pod can only run on the replacement: one pod per node);
   5. DeleteCluster -> gone.
 
 Node and pod times are when a `kubectl get -w` watch started before the step delivered the
@@ -366,6 +366,8 @@ def one_run(args, run, server, sm, arn, kubectl, harness):
             return any(k.startswith("hyperpod-") and k not in mine and schedulable(v)
                        for k, v in s.items())
 
+        joined = nodes.first(lambda s: any(k.startswith("hyperpod-") and k not in mine for k in s),
+                             killed, 300, "the replacement's Node registered")
         new_at = nodes.first(new_node, killed, 300, "the replacement's Node Ready and labelled")
         bound = pods.first(lambda s: any(p["spec"].get("nodeName", "").startswith("hyperpod-")
                                          and p["spec"]["nodeName"] not in mine
@@ -378,6 +380,7 @@ def one_run(args, run, server, sm, arn, kubectl, harness):
         if patched is not None:
             out["detection -> label PATCH returned (server log)"] = patched - detected
         out["detection -> Node removed"] = gone_at - detected
+        out["detection -> new Node registered"] = joined - detected
         out["detection -> new Node Ready+labelled"] = new_at - detected
         out["detection -> pod bound to new Node"] = bound - detected
         out["detection -> pods running again"] = again - detected
