@@ -74,6 +74,31 @@ Status CheckOrchestrator(const Json& in) {
   return absl::OkStatus();
 }
 
+Status CheckOrchestratorKept(const model::Cluster& cluster, const Json& request) {
+  const auto it = request.find("Orchestrator");
+  if (it == request.end() || !it->is_object()) return absl::OkStatus();
+  const bool on_eks = !cluster.eksClusterName().empty();
+  const std::string kind = on_eks ? "EKS" : "Slurm";
+  if (it->contains("Eks")) {
+    const std::string given = Str((*it)["Eks"], "ClusterArn");
+    const auto has = cluster.spec.find("Orchestrator");
+    const bool same = on_eks && has != cluster.spec.end() &&
+                      Str(has->value("Eks", Json::object()), "ClusterArn") == given;
+    if (!same) {
+      return RuleViolation(absl::StrCat(
+          "Orchestrator.Eks.ClusterArn: cluster ", cluster.name, " is orchestrated by ", kind,
+          on_eks ? absl::StrCat(" cluster ", cluster.eksClusterName()) : std::string(),
+          "; UpdateCluster cannot change a cluster's orchestrator."));
+    }
+  }
+  if (it->contains("Slurm") && on_eks) {
+    return RuleViolation(absl::StrCat("Orchestrator.Slurm: cluster ", cluster.name,
+                                      " is orchestrated by EKS; UpdateCluster cannot change a "
+                                      "cluster's orchestrator."));
+  }
+  return absl::OkStatus();
+}
+
 std::optional<std::string> EksClusterNameOf(std::string_view cluster_arn, std::string_view region,
                                             std::string_view account) {
   const std::string prefix = absl::StrCat("arn:aws:eks:", std::string(region), ":", std::string(account),

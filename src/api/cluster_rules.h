@@ -41,6 +41,12 @@ Status CheckGroupSpecs(const nlohmann::json& groups);
 /// The Orchestrator rules: at most one of Eks and Slurm.
 Status CheckOrchestrator(const nlohmann::json& request);
 
+/// UpdateCluster's Orchestrator: HyperPod never changes a cluster's orchestrator, but clients
+/// (infrastructure-as-code tools) send the one the cluster has. Orchestrator.Eks is accepted
+/// only on a cluster attached to that same ClusterArn, Orchestrator.Slurm only on a cluster
+/// without Orchestrator.Eks; otherwise a ValidationException naming the member. Pure.
+Status CheckOrchestratorKept(const model::Cluster& cluster, const nlohmann::json& request);
+
 /// The name of the EKS cluster in `cluster_arn` when it is an EKS cluster ARN of `region` and
 /// `account` ("arn:aws:eks:<region>:<account>:cluster/<name>"); nullopt otherwise.
 std::optional<std::string> EksClusterNameOf(std::string_view cluster_arn, std::string_view region,

@@ -140,13 +140,6 @@ StatusOr<GroupUpdate> PlanGroupUpdate(const model::Cluster& c, const GroupUpdate
 
 StatusOr<nlohmann::json> ClusterOperations::updateCluster(const Json& in) {
   HF_RETURN_IF_ERROR(CheckOrchestrator(in));
-  // Every cluster is Slurm-orchestrated (CreateCluster refuses Eks), and HyperPod never changes
-  // a cluster's orchestrator.
-  if (const auto o = in.find("Orchestrator"); o != in.end() && o->contains("Eks")) {
-    return RuleViolation(absl::StrCat("Orchestrator.Eks: cluster ", Str(in, "ClusterName"),
-                                      " is orchestrated by Slurm; UpdateCluster cannot change a "
-                                      "cluster's orchestrator."));
-  }
   GroupUpdateRequest request;
   request.has_groups = in.contains("InstanceGroups");
   request.groups = in.value("InstanceGroups", Json::array());
@@ -154,6 +147,7 @@ StatusOr<nlohmann::json> ClusterOperations::updateCluster(const Json& in) {
   request.to_delete = in.value("InstanceGroupsToDelete", std::vector<std::string>{});
   return mutateCluster(Str(in, "ClusterName"), [&](model::Cluster& c,
                                                    store::WriteBatch& batch) -> StatusOr<Json> {
+    HF_RETURN_IF_ERROR(CheckOrchestratorKept(c, in));
     if (c.status != cs::kInService) {
       return absl::FailedPreconditionError(absl::StrCat(
           "Cluster ", c.name, " is ", c.status,

@@ -200,6 +200,26 @@ TEST_F(ClusterOperationsTest, OrchestratorEksIsCheckedAgainstTheEksClusters) {
                   {"Orchestrator", {{"Eks", {{"ClusterArn",
                                               "arn:aws:eks:us-west-2:123456789012:cluster/active"}}}}}},
                  "ValidationException", {"Orchestrator.Eks", "cannot change a cluster's orchestrator"});
+  // An EKS cluster's own Orchestrator, as infrastructure-as-code tools send it, is accepted;
+  // another EKS cluster or Slurm is not.
+  w_.SetClusterStatus("on-eks", "InService");
+  const Json same = {{"Eks", {{"ClusterArn", "arn:aws:eks:us-west-2:123456789012:cluster/active"}}}};
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "on-eks"},
+                  {"Orchestrator", {{"Eks", {{"ClusterArn",
+                                              "arn:aws:eks:us-west-2:123456789012:cluster/configmap"}}}}}},
+                 "ValidationException",
+                 {"Orchestrator.Eks.ClusterArn", "orchestrated by EKS cluster active",
+                  "cannot change a cluster's orchestrator"});
+  ExpectRejected("UpdateCluster",
+                 {{"ClusterName", "on-eks"},
+                  {"Orchestrator", {{"Slurm", {{"SlurmConfigStrategy", "Managed"}}}}}},
+                 "ValidationException", {"Orchestrator.Slurm", "orchestrated by EKS"});
+  const Outcome kept = Sm("UpdateCluster", {{"ClusterName", "on-eks"},
+                                            {"InstanceGroups", {Group("a", 3)}},
+                                            {"Orchestrator", same}});
+  EXPECT_EQ(kept.type, "OK") << kept.message;
+  EXPECT_EQ(Sm("DescribeCluster", {{"ClusterName", "on-eks"}}).body["Orchestrator"], same);
 }
 
 // The ssh provider runs no EKS nodes: an Orchestrator.Eks group whose new instances would land
