@@ -358,8 +358,6 @@ def one_run(args, run, server, sm, arn, kubectl, harness):
                    ["UnschedulablePendingReplacement"])
         label_at = nodes.first(lambda s: victim_node in s and health(s[victim_node]) == pending,
                                killed, 60, "the victim's Node labelled and tainted")
-        patched = logged_at(server.data_dir, f"Node {victim_node} is "
-                            "UnschedulablePendingReplacement")
         gone_at = nodes.first(lambda s: victim_node not in s, killed, 120, "the victim's Node gone")
 
         def new_node(s):
@@ -375,6 +373,17 @@ def one_run(args, run, server, sm, arn, kubectl, harness):
                            killed, 300, "a pod bound to the replacement's Node")
         again = pods.first(lambda s: all_running(s, avoid=victim_node), killed, 300,
                            "every pod running again")
+        # Read late: the server's log reaches server.log through a pipe, not at once.
+        try:
+            patched = harness.wait_until(
+                lambda: logged_at(server.data_dir, f"Node {victim_node} is "
+                                  "UnschedulablePendingReplacement"), timeout=10, interval=0.5,
+                what="the label's log line")
+        except AssertionError:
+            patched = None
+            with open(os.path.join(server.data_dir, "server.log"), errors="replace") as f:
+                print("no label line; the server on the victim's Node:\n" +
+                      "".join(line for line in f if victim_node in line), flush=True)
         out["kill -> detection"] = detected - killed
         out["detection -> Node labelled+tainted"] = label_at - detected
         if patched is not None:
