@@ -150,11 +150,17 @@ class EksFleetTest(unittest.TestCase):
                       if status is None or s["InstanceStatus"]["Status"] == status)
 
     def plane_pids(self, eks):
-        """{pid: command line} of control plane `eks`'s processes (supervisor, etcd, ...)."""
+        """{pid: command line} of control plane `eks`'s lasting processes: its supervisor,
+        etcd, kube-apiserver, controller-manager and scheduler (not the server's kubectl
+        calls, which come and go)."""
         r = subprocess.run(["pgrep", "-af", os.path.join(self.server.data_dir, "eks", eks)],
                            capture_output=True, text=True)
-        return {int(line.split(" ", 1)[0]): line.split(" ", 1)[1]
-                for line in r.stdout.splitlines() if line.strip()}
+        out = {}
+        for line in r.stdout.splitlines():
+            pid, command = line.split(" ", 1)
+            if os.path.basename(command.split(" ", 1)[0]) != "kubectl":
+                out[int(pid)] = command
+        return out
 
     def node_processes(self, iid):
         """A local node's lasting processes: its supervisor's and nspawn's pids and the pids
@@ -216,9 +222,11 @@ class EksFleetTest(unittest.TestCase):
 
         port = self.server.port
         self.server.stop()
-        # The control planes do not depend on the server (IAM tokens do: its webhook).
+        # The control planes do not depend on the server; IAM tokens do (its webhook).
         for hp, eks in zip(HP_NAMES, EKS_NAMES):
             self.assertEqual(sorted(admin[eks].nodes()), [f"hyperpod-{i}" for i in ids[hp]])
+        r = self.kubectl[EKS_NAMES[0]]("get", "nodes", check=False, timeout=60)
+        self.assertNotEqual(r.returncode, 0, "an IAM token without the server's webhook")
         began = time.monotonic()
         self.server.start(port=port)
         listening = time.monotonic() - began
@@ -260,7 +268,10 @@ class EksFleetTest(unittest.TestCase):
         with it, and the group keeps one Ready Node."""
         kubectl = self.kubectl[eks]
         began = time.monotonic()
-        self.sm.update_cluster(ClusterName=hp, InstanceGroups=group_spec(2))
+        # With the cluster's own Orchestrator, as infrastructure-as-code tools send it.
+        orchestrator = self.sm.describe_cluster(ClusterName=hp)["Orchestrator"]
+        self.sm.update_cluster(ClusterName=hp, InstanceGroups=group_spec(2),
+                               Orchestrator=orchestrator)
         joined = {}
 
         def two_ready():
