@@ -232,25 +232,35 @@ class EksFleetTest(unittest.TestCase):
         listening = time.monotonic() - began
         self.clients()
 
+        first = {}  # what -> seconds after the start when it first held
+
+        def held(what, ok):
+            if ok:
+                first.setdefault(what, time.monotonic() - began)
+            return ok
+
         def reconciled():
             for hp, eks in zip(HP_NAMES, EKS_NAMES):
-                if self.eks.describe_cluster(name=eks)["cluster"]["status"] != "ACTIVE":
+                if not held(f"{eks} ACTIVE", self.eks.describe_cluster(
+                        name=eks)["cluster"]["status"] == "ACTIVE"):
                     return False
-                if self.sm.describe_cluster(ClusterName=hp)["ClusterStatus"] != "InService":
+                if not held(f"{hp} InService", self.sm.describe_cluster(
+                        ClusterName=hp)["ClusterStatus"] == "InService"):
                     return False
-                if self.instance_ids(hp) != ids[hp]:
+                if not held(f"{hp} nodes Running", self.instance_ids(hp) == ids[hp]):
                     return False
                 nodes = self.kubectl[eks].nodes()  # an IAM token again: the webhook is back
-                if sorted(nodes) != [f"hyperpod-{i}" for i in ids[hp]]:
-                    return False
-                if not all(node_ready(n) for n in nodes.values()):
+                if not held(f"{eks} Nodes Ready (kubectl)",
+                            sorted(nodes) == [f"hyperpod-{i}" for i in ids[hp]] and
+                            all(node_ready(n) for n in nodes.values())):
                     return False
             return True
 
         wait_until(reconciled, timeout=120, interval=0.5, what="clusters after the restart")
         print(f"[ metric ] restart: listening in {listening:.1f} s, EKS clusters ACTIVE, "
               f"HyperPod clusters InService and Nodes Ready through kubectl in "
-              f"{time.monotonic() - began:.1f} s")
+              f"{time.monotonic() - began:.1f} s (first held: " +
+              ", ".join(f"{k} {v:.1f} s" for k, v in first.items()) + ")")
         # Adopted, not restarted: the same control plane and node processes, no second set.
         for eks in EKS_NAMES:
             self.assertEqual(self.plane_pids(eks), planes[eks])
