@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
                   "local provider: apt proxy port on the bridge host address (e.g. "
                   "apt-cacher-ng's 3142); 0: none")
       ->capture_default_str();
+  srv->add_option("--registry-port", server.registry_port,
+                  "local provider: port of the local OCI registry EKS nodes pull from "
+                  "(docker-registry on every host address; nodes and the host push and pull "
+                  "localhost:PORT/<repo>:<tag>); 0: none. Taken: the server runs without one")
+      ->capture_default_str();
   srv->add_option("--node-egress", server.node_egress,
                   "local provider: what nodes reach beyond their cluster: nat (a default "
                   "route, masqueraded by the host), proxy (only the server's http_proxy/"

@@ -79,7 +79,7 @@ install -d -m 755 "$R/etc/containerd" "$R/etc/cni/net.d" "$R/etc/kubernetes" \
 install -m 644 "$HERE/eks/config.toml" "$R/etc/containerd/config.toml"
 install -m 644 "$HERE/eks/cni.template" "$R/etc/containerd/cni.template"
 install -m 755 "$HERE/eks/node/eks-prep.sh" "$HERE/eks/node/import-images.sh" \
-  "$HERE/eks/node/kubelet-start.sh" \
+  "$HERE/eks/node/kubelet-start.sh" "$HERE/eks/node/registry-hosts.sh" \
   "$R/usr/lib/hyperfleet/eks/"
 # The values the kubelet wants for the global sysctls it would otherwise set (eks-prep.sh).
 while read -r name value; do

@@ -248,7 +248,8 @@ StatusOr<NodeFilesCache::Result> AgentService::nodeFiles(const Caller& caller,
   const std::string eks_name = caller.cluster.eksClusterName();
   if (!eks_name.empty() && options_.control_planes != nullptr) {
     auto joined = nodeJoin(caller, eks_name);
-    if (joined.ok()) kubernetes = KubernetesNodeFiles(caller.cluster, caller.node, *joined);
+    if (joined.ok()) kubernetes = KubernetesNodeFiles(caller.cluster, caller.node, *joined,
+                                                        options_.registry_port);
     if (join != nullptr) *join = joined.status();
   }
   HF_ASSIGN_OR_RETURN(NodeFilesCache::Result out,

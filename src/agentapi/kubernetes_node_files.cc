@@ -37,7 +37,7 @@ std::map<std::string, std::string> KubernetesNodeLabels(const model::Cluster& cl
 }
 
 std::vector<NodeFile> KubernetesNodeFiles(const model::Cluster& cluster, const model::Node& node,
-                                          const eks::NodeJoin& join) {
+                                          const eks::NodeJoin& join, uint16_t registry_port) {
   const std::string name = model::KubernetesNodeName(node.instance_id);
   std::vector<std::string> labels;
   for (const auto& [key, value] : KubernetesNodeLabels(cluster, node)) {
@@ -70,13 +70,18 @@ std::vector<NodeFile> KubernetesNodeFiles(const model::Cluster& cluster, const m
       "--conntrack-tcp-timeout-established=0",
       "--conntrack-tcp-timeout-close-wait=0",
   };
-  return {
+  std::vector<NodeFile> files = {
       {kKubeletKubeconfigPath, 0600, join.kubelet_kubeconfig},
       {kKubernetesCaPath, 0644, join.ca_pem},
       {kKubeProxyKubeconfigPath, 0600, join.kube_proxy_kubeconfig},
       {kKubeletEnvPath, 0644, EnvLine("KUBELET_ARGS", kubelet)},
       {kKubeProxyEnvPath, 0644, EnvLine("KUBE_PROXY_ARGS", proxy)},
   };
+  if (registry_port != 0) {
+    files.push_back(
+        {kRegistryEnvPath, 0644, absl::StrCat("HYPERFLEET_REGISTRY_PORT=", registry_port, "\n")});
+  }
+  return files;
 }
 
 std::vector<std::string> KubernetesNodeUnits() {

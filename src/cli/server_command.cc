@@ -38,6 +38,7 @@
 #include "hyperfleet/control/cluster_controller.h"
 #include "hyperfleet/eks/eks_controller.h"
 #include "hyperfleet/eks/eks_operations.h"
+#include "hyperfleet/eks/image_registry.h"
 #include "hyperfleet/eks/process_control_planes.h"
 #include "hyperfleet/eks/token_webhook.h"
 #include "hyperfleet/common/strings.h"
@@ -344,7 +345,8 @@ StatusOr<std::string> ReadyEksNodeImage(const ServerFlags& flags) {
 /// The local provider's options from the flags (the caller fills in the agent endpoint).
 provider::LocalProvider::Options LocalOptionsOf(const ServerFlags& flags,
                                                 const std::string& data_dir,
-                                                const provider::NodeImage& image) {
+                                                const provider::NodeImage& image,
+                                                uint16_t registry_port) {
   provider::LocalProvider::Options local;
   local.data_dir = data_dir;
   local.image_rootfs = image.rootfs;
@@ -357,6 +359,7 @@ provider::LocalProvider::Options LocalOptionsOf(const ServerFlags& flags,
     return provider::InstanceCaps{spec->vcpus, spec->memory_gib, spec->nvme_gb.value_or(0)};
   };
   local.apt_proxy_port = flags.node_apt_proxy_port;
+  local.registry_port = registry_port;
   local.node_egress_allow = flags.node_egress_allow;
   local.node_egress = flags.node_egress == "proxy" ? provider::NodeEgress::kProxy
                       : flags.node_egress == "none" ? provider::NodeEgress::kNone
@@ -396,6 +399,10 @@ class Server {
   Status OpenStores();
   /// The agent endpoint's service, the node status cache and the governance loop.
   Status WireAgents();
+  /// The local registry (docs/kubernetes.md "Registry and images"): with the local provider
+  /// as root and --registry-port not 0. A registry that cannot start (not installed, port
+  /// taken) is logged and left off: the server runs on without one.
+  void StartRegistry();
   /// The TLS agent endpoint of --agent-listen, if any (before the providers, which tell
   /// machines where it is: agent_endpoint_).
   Status ListenAgents(const CheckedFlags& checked);
@@ -450,6 +457,9 @@ class Server {
   std::atomic<eks::EksController*> eks_controller_ptr_{nullptr};
   std::unique_ptr<eks::EksController> eks_controller_;
   std::unique_ptr<eks::TokenWebhook> token_webhook_;
+  /// The local OCI registry EKS nodes pull from; null when off or it could not start.
+  std::unique_ptr<eks::ImageRegistry> registry_;
+  uint16_t registry_port() const { return registry_ ? registry_->port() : 0; }
   /// The machine registry (`hyperfleet machines`), its inventory (the ssh provider draws
   /// from it) and its API operations.
   std::unique_ptr<machines::MachineRegistry> machine_registry_;
@@ -497,6 +507,8 @@ Status Server::WireAgents() {
   agent_options.heartbeat_seconds = flags_.heartbeat_seconds;
   agent_options.lifecycle_timeout_seconds = flags_.lifecycle_timeout_seconds;
   agent_options.control_planes = control_planes_.get();  // EKS nodes' credentials
+  StartRegistry();
+  agent_options.registry_port = registry_port();  // EKS nodes' containerd maps localhost:PORT
   // What the agents say, kept for the cluster controller (node liveness, health, Slurm).
   node_status_ = std::make_unique<agentapi::NodeStatusCache>(clock_, flags_.heartbeat_seconds);
   agents_ = std::make_unique<agentapi::AgentService>(
@@ -563,7 +575,8 @@ Status Server::MakeProvider() {
         "for its nodes. Run as root, or use --provider fake (no real nodes).");
   }
   HF_ASSIGN_OR_RETURN(auto image, ReadyNodeImage(flags_));
-  provider::LocalProvider::Options local = LocalOptionsOf(flags_, data_dir_, image);
+  provider::LocalProvider::Options local =
+      LocalOptionsOf(flags_, data_dir_, image, registry_port());
   local.agent_handler = [agents = agents_.get()](http::HttpRequest&& r) {
     return agents->handle(std::move(r));
   };
@@ -704,6 +717,25 @@ Status Server::WireApi() {
   return absl::OkStatus();
 }
 
+void Server::StartRegistry() {
+  if (flags_.registry_port == 0 || geteuid() != 0 ||
+      flags_.provider.find("local") == std::string::npos) {
+    return;
+  }
+  eks::ImageRegistryOptions options;
+  options.dir = data_dir_ + "/registry";
+  options.port = flags_.registry_port;
+  auto registry = eks::ImageRegistry::Start(options);
+  if (!registry.ok()) {
+    spdlog::warn("no local registry for EKS nodes: {}",
+                 std::string(registry.status().message()));
+    return;
+  }
+  registry_ = std::move(*registry);
+  std::printf("hyperfleet registry on port %u (EKS nodes pull localhost:%u/<repo>:<tag>)\n",
+              registry_->port(), registry_->port());
+}
+
 Status Server::Listen(const CheckedFlags& checked) {
   http_options_.host = checked.listen.first;
   http_options_.port = checked.listen.second;
@@ -754,6 +786,7 @@ void Server::WaitAndStop(const sigset_t& stop_signals) {
   controller_->stop();
   eks_controller_ptr_ = nullptr;
   if (eks_controller_) eks_controller_->stop();
+  if (registry_) registry_->stop();
 }
 
 }  // namespace

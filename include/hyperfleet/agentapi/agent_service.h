@@ -62,6 +62,9 @@ class AgentService {
     /// while it fails). Outlives the service. nullptr: no EKS, such nodes get neither
     /// Kubernetes files nor units.
     eks::ControlPlanes* control_planes = nullptr;
+    /// The local registry's port on the host (0: none): EKS nodes get registry.env, from
+    /// which containerd maps localhost:PORT to it (KubernetesNodeFiles).
+    uint16_t registry_port = 0;
   };
   /// See setSlurmJobsHandler.
   using SlurmJobsHandler = std::function<std::optional<GovernanceAnswer>(

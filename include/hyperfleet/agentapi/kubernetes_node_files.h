@@ -23,6 +23,8 @@ inline constexpr char kKubernetesCaPath[] = "/etc/kubernetes/pki/ca.crt";
 inline constexpr char kKubeProxyKubeconfigPath[] = "/var/lib/kube-proxy/kubeconfig";
 inline constexpr char kKubeletEnvPath[] = "/etc/hyperfleet/kubelet.env";
 inline constexpr char kKubeProxyEnvPath[] = "/etc/hyperfleet/kube-proxy.env";
+/// HYPERFLEET_REGISTRY_PORT=N: containerd's start maps localhost:N to the host's registry.
+inline constexpr char kRegistryEnvPath[] = "/etc/hyperfleet/registry.env";
 
 /// The labels `node`'s kubelet registers its Node with, as HyperPod sets them:
 /// sagemaker.amazonaws.com/node-health-status (Schedulable; Unschedulable with deep health
@@ -38,9 +40,11 @@ std::map<std::string, std::string> KubernetesNodeLabels(const model::Cluster& cl
 /// (0644), kube-proxy's kubeconfig (0600), kubelet.env (0644: one line KUBELET_ARGS="..."
 /// with flags every kubelet release takes; the image's wrapper adds the version-specific
 /// ones) and kube-proxy.env (0644: KUBE_PROXY_ARGS="...", conntrack limits 0 because
-/// /proc/sys is read-only in nodes), in that order.
+/// /proc/sys is read-only in nodes), in that order; then, when `registry_port` is not 0,
+/// registry.env (0644: HYPERFLEET_REGISTRY_PORT=<port>, the host's local registry, which the
+/// image's registry-hosts.sh maps localhost:<port> to before containerd starts).
 std::vector<NodeFile> KubernetesNodeFiles(const model::Cluster& cluster, const model::Node& node,
-                                          const eks::NodeJoin& join);
+                                          const eks::NodeJoin& join, uint16_t registry_port = 0);
 
 /// The units an EKS node's agent starts, in order: containerd, kubelet, kube-proxy.
 std::vector<std::string> KubernetesNodeUnits();

@@ -33,6 +33,9 @@ struct ServerFlags {
   int unresponsive_after_seconds = 10;
   int agent_start_timeout_seconds = 300;   ///< boot to "lifecycle scripts started"
   uint16_t node_apt_proxy_port = 0;        ///< apt proxy on the bridge host address; 0: none
+  /// The local OCI registry EKS nodes pull from (docker-registry on every host address; nodes
+  /// see it as localhost:PORT); 0: none. docs/kubernetes.md "Registry and images".
+  uint16_t registry_port = 5000;
   /// HOST:PORT where the node agent endpoint is also served over TLS, for agents on
   /// machines (port 0 picks one; printed at start, with the certificate's SHA-256); empty:
   /// only on the local provider's cluster bridges (plain HTTP that never leaves the host).

@@ -129,6 +129,15 @@ TEST(KubernetesNodeFilesTest, KubeletAndKubeProxyGetTheirCredentialsAndFlags) {
   EXPECT_EQ(files[3].content.find("--container-runtime=remote"), std::string::npos);
 }
 
+// With a local registry the node learns its port (containerd maps localhost:PORT to it).
+TEST(KubernetesNodeFilesTest, RegistryPortGoesToRegistryEnv) {
+  const auto files = KubernetesNodeFiles(EksCluster(), EksNode(), Join(), 5123);
+  ASSERT_EQ(files.size(), 6u);
+  EXPECT_EQ(files[5].path, "/etc/hyperfleet/registry.env");
+  EXPECT_EQ(files[5].mode, 0644u);
+  EXPECT_EQ(files[5].content, "HYPERFLEET_REGISTRY_PORT=5123\n");
+}
+
 // Deep health checks are not run yet: such a node joins Unschedulable, tainted, InProgress.
 TEST(KubernetesNodeFilesTest, LabelsAndTaintFollowOnStartDeepHealthChecks) {
   struct Case {
