@@ -279,6 +279,28 @@ TEST_F(ClusterOperationsTest, EksGroupsThatWouldRunOnSshMachinesAreRefused) {
                                  {"InstanceGroups", {Group("a", 3), Group("c", 1, "ml.c5.2xlarge")}}})
                 .type,
             "OK");
+
+  // BatchAddClusterNodes fails that group alone, as IncompatibleInstanceTypes.
+  ASSERT_EQ(Sm("CreateCluster", {{"ClusterName", "cont"},
+                                 {"InstanceGroups", {Group("a", 1), Group("c", 1, "ml.c5.4xlarge")}},
+                                 {"Orchestrator", eks},
+                                 {"NodeProvisioningMode", "Continuous"}})
+                .type,
+            "OK");
+  w_.SetClusterStatus("cont", "InService");
+  ssh_types_.insert("ml.c5.4xlarge");
+  const Outcome added = Sm("BatchAddClusterNodes",
+                           {{"ClusterName", "cont"},
+                            {"NodesToAdd", {{{"InstanceGroupName", "c"}, {"IncrementTargetCountBy", 1}},
+                                            {{"InstanceGroupName", "a"}, {"IncrementTargetCountBy", 1}}}}});
+  ASSERT_EQ(added.type, "OK") << added.message;
+  ASSERT_EQ(added.body["Failed"].size(), 1u) << added.body.dump();
+  EXPECT_EQ(added.body["Failed"][0]["InstanceGroupName"], "c");
+  EXPECT_EQ(added.body["Failed"][0]["ErrorCode"], "IncompatibleInstanceTypes");
+  EXPECT_NE(added.body["Failed"][0]["Message"].get<std::string>().find("does not run EKS nodes"),
+            std::string::npos);
+  ASSERT_EQ(added.body["Successful"].size(), 1u) << added.body.dump();
+  EXPECT_EQ(added.body["Successful"][0]["InstanceGroupName"], "a");
 }
 
 TEST_F(ClusterOperationsTest, ATakenNameIsResourceInUse) {
