@@ -10,8 +10,11 @@ import os
 import subprocess
 import unittest
 
+import boto3
+
 from it_ssh_provider import MachineClusterCase
-from harness import BINARY, cluster_spec, main, mirror_addresses, wait_until
+from harness import (ACCESS_KEY, BINARY, EKS_ROLE, EKS_VPC, REGION, SECRET_KEY, cluster_spec,
+                     gone, kubernetes_bin, main, mirror_addresses, wait_until)
 
 SSH_TYPE = "ml.c5.large"
 LOCAL_TYPE = "ml.c5.xlarge"
@@ -78,6 +81,38 @@ class MixedProviders(MachineClusterCase):
         wait_until(lambda: self.aws("sagemaker", "list-clusters")["ClusterSummaries"] == [],
                    timeout=300, interval=1, what="cluster gone")
         wait_until(lambda: self.routes() == {}, timeout=60, interval=1, what="routes forgotten")
+        self.check_eks_group_on_machines_refused()
+
+    def check_eks_group_on_machines_refused(self):
+        """The ssh provider runs no EKS nodes: an Orchestrator.Eks group of a type with a
+        registered machine is refused at CreateCluster, naming the field (the machine is
+        still registered here, free)."""
+        kubernetes_bin()  # skips without the Kubernetes binaries (fails under CI)
+        session = boto3.session.Session(aws_access_key_id=ACCESS_KEY,
+                                        aws_secret_access_key=SECRET_KEY, region_name=REGION)
+        eks = session.client("eks", endpoint_url=self.server.endpoint)
+        sm = session.client("sagemaker", endpoint_url=self.server.endpoint)
+        name = f"mixed-eks{os.getpid() % 100000}"
+        arn = eks.create_cluster(name=name, roleArn=EKS_ROLE, resourcesVpcConfig=EKS_VPC,
+                                 accessConfig={"authenticationMode": "API"})["cluster"]["arn"]
+        try:
+            wait_until(lambda: eks.describe_cluster(name=name)["cluster"]["status"] == "ACTIVE",
+                       timeout=120, interval=0.5, what=f"{name} ACTIVE")
+            spec = cluster_spec("mixed-eks", groups=[("local", LOCAL_TYPE, 1),
+                                                     ("machines", SSH_TYPE, 1)])
+            spec["Orchestrator"] = {"Eks": {"ClusterArn": arn}}
+            with self.assertRaises(sm.exceptions.ClientError) as cm:
+                sm.create_cluster(**spec)
+            error = cm.exception.response["Error"]
+            self.assertEqual(error["Code"], "ValidationException")
+            self.assertIn("'machines' at 'instanceGroups.2.member.instanceType'", error["Message"])
+            self.assertIn("does not run EKS nodes", error["Message"])
+            self.assertEqual(sm.list_clusters()["ClusterSummaries"], [])
+        finally:
+            eks.delete_cluster(name=name)
+            wait_until(lambda: gone(eks.describe_cluster,
+                                    eks.exceptions.ResourceNotFoundException, name=name),
+                       timeout=60, interval=0.5, what=f"{name} deleted")
 
 
 if __name__ == "__main__":
