@@ -14,3 +14,9 @@ for f in /usr/lib/hyperfleet/eks/sysctl/*; do
   [ -e "$target" ] || continue
   mountpoint -q "$target" || mount --bind -o ro "$f" "$target"
 done
+# kube-proxy sets sysctls of the node's own network namespace (net.ipv4.conf.all.route_localnet
+# for NodePorts on 127.0.0.1) and exits when it cannot: /proc/sys/net, which shows the reader's
+# namespace, is made writable here. The host's namespace is untouched, and the kernel shows
+# no host-wide net sysctl (net.core.rmem_max and the like) in another namespace.
+mountpoint -q /proc/sys/net || mount --bind /proc/sys/net /proc/sys/net
+mount -o remount,bind,rw /proc/sys/net
