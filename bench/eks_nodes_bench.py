@@ -43,6 +43,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
 ANNOTATION = "hyperfleet/node-health-status"
 ON_CREATE = "#!/bin/bash\nset -euo pipefail\necho bench > /etc/lifecycle-marker\n"
+# With --kubelet-args: appended to the kubelet's flags by the lifecycle script, which runs
+# before the kubelet starts (as a HyperPod user's script may), for experiments.
+KUBELET_ENV = "/etc/hyperfleet/kubelet.env"
 
 
 class Watch:
@@ -207,6 +210,8 @@ def main():
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="one run of 2 nodes")
     ap.add_argument("--binary", default=os.path.join(HERE, "..", "build", "bin", "hyperfleet"))
+    ap.add_argument("--kubelet-args", default="",
+                    help="extra kubelet flags, e.g. --node-status-update-frequency=2s")
     ap.add_argument("--image-dir", default=os.environ.get("HYPERFLEET_IMAGE_DIR",
                                                           "/var/lib/hyperfleet/images"))
     args = ap.parse_args()
@@ -224,6 +229,10 @@ def main():
     os.makedirs(bucket)
     with open(os.path.join(bucket, "on_create.sh"), "w") as f:
         f.write(ON_CREATE)
+        if args.kubelet_args:
+            f.write(f"test -s {KUBELET_ENV}\n"
+                    f"sed -i 's|\"$| {args.kubelet_args}\"|' {KUBELET_ENV}\n")
+            print(f"kubelet flags added by the lifecycle script: {args.kubelet_args}")
     server.start()
     eks_name = f"bench-{os.getpid()}"
     session = boto3.session.Session(aws_access_key_id=harness.ACCESS_KEY,
@@ -366,6 +375,9 @@ def one_run(args, run, server, sm, arn, kubectl, harness):
 
         joined = nodes.first(lambda s: any(k.startswith("hyperpod-") and k not in mine for k in s),
                              killed, 300, "the replacement's Node registered")
+        ready_at = nodes.first(lambda s: any(k.startswith("hyperpod-") and k not in mine
+                                             and ready(v) for k, v in s.items()),
+                               killed, 300, "the replacement's Node Ready")
         new_at = nodes.first(new_node, killed, 300, "the replacement's Node Ready and labelled")
         bound = pods.first(lambda s: any(p["spec"].get("nodeName", "").startswith("hyperpod-")
                                          and p["spec"]["nodeName"] not in mine
@@ -390,6 +402,7 @@ def one_run(args, run, server, sm, arn, kubectl, harness):
             out["detection -> label PATCH returned (server log)"] = patched - detected
         out["detection -> Node removed"] = gone_at - detected
         out["detection -> new Node registered"] = joined - detected
+        out["detection -> new Node Ready"] = ready_at - detected
         out["detection -> new Node Ready+labelled"] = new_at - detected
         out["detection -> pod bound to new Node"] = bound - detected
         out["detection -> pods running again"] = again - detected
