@@ -55,6 +55,11 @@ std::vector<NodeFile> KubernetesNodeFiles(const model::Cluster& cluster, const m
   // The image's containerd runs runc with cgroupfs (no SystemdCgroup): the kubelet must match.
   kubelet.push_back("--cgroup-driver=cgroupfs");
   kubelet.push_back("--fail-swap-on=false");
+  // The Node registers NotReady (its CNI config follows the pod CIDR the controller-manager
+  // assigns at registration) and turned Ready only at the next status sync, 10 s by default:
+  // 2 s takes about 9 s off every join and replacement (bench/README.md, eks_nodes_bench). The
+  // kubelet still writes the status only when it changed.
+  kubelet.push_back("--node-status-update-frequency=2s");
   kubelet.push_back("--node-labels=" + absl::StrJoin(labels, ","));
   if (model::HasOnStartDeepHealthChecks(cluster, node)) {
     kubelet.push_back(absl::StrCat("--register-with-taints=", model::node_health::kLabel, "=",

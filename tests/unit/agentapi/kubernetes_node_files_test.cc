@@ -109,6 +109,7 @@ TEST(KubernetesNodeFilesTest, KubeletAndKubeProxyGetTheirCredentialsAndFlags) {
                 "--container-runtime-endpoint=unix:///run/containerd/containerd.sock",
                 "--cgroup-driver=cgroupfs",
                 "--fail-swap-on=false",
+                "--node-status-update-frequency=2s",
                 "--node-labels=node.kubernetes.io/instance-type=ml.c5.xlarge,"
                 "sagemaker.amazonaws.com/cluster-name=ml-cluster,"
                 "sagemaker.amazonaws.com/compute-type=hyperpod,"
