@@ -2,8 +2,9 @@
 (docs/kubernetes.md): two EKS clusters ACTIVE together, each with a HyperPod cluster of one
 node whose Node is Ready in its own cluster only; the server stopped (SIGTERM) and started on
 the same data dir and port re-adopts the control planes (same apiserver, kubectl answers while
-it is down) and the nodes (same processes, Nodes Ready, instances Running); UpdateCluster
-scales a group up (a new Node joins Ready and labelled) and down (that Node and its pod go);
+it is down with the admin credential, IAM tokens do not) and the nodes (same processes, Nodes
+Ready, instances Running); UpdateCluster scales a group up (a new Node joins Ready and
+labelled) and down (one Node goes with its pod, the other's pod keeps running);
 `hyperfleet ssm start-session` runs a command on an EKS node and its lifecycle log stream is
 read with `aws logs`; deleting everything leaves no process, Node, mount, namespace or nft
 table. Lean on purpose (one node per cluster, one restart). Needs root, the node image and the
@@ -332,6 +333,7 @@ class EksFleetTest(unittest.TestCase):
         wait_until(lambda: len(self.instance_ids(hp, status=None)) == 1, timeout=120,
                    interval=0.5, what=f"{hp}: one instance left")
         kept = self.instance_ids(hp)
+        print(f"[ metric ] scale down removed the {'first' if kept != [first] else 'new'} node")
         self.assertEqual(sorted(kubectl.nodes()), [f"hyperpod-{i}" for i in kept])
         # The removed Node's pod went with it; the kept Node's pod still runs.
         left = pods()
