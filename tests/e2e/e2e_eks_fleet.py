@@ -165,13 +165,13 @@ class EksFleetTest(unittest.TestCase):
 
     def node_processes(self, iid):
         """A local node's lasting processes: its supervisor's and nspawn's pids and the pids
-        of its kubelet and containerd (one each: asserted)."""
+        of its kubelet, containerd and kube-proxy (one each: asserted)."""
         node_dir = os.path.join(self.server.data_dir, "local", "nodes", iid)
         out = {}
         for name in ("supervisor.pid", "nspawn.pid"):
             with open(os.path.join(node_dir, name)) as f:
                 out[name] = int(f.read().strip())
-        found = {"kubelet": [], "containerd": []}
+        found = {"kubelet": [], "containerd": [], "kube-proxy": []}
         for pid in local_node_pids(self.server.data_dir, iid):
             try:
                 with open(f"/proc/{pid}/comm") as f:
