@@ -5,17 +5,25 @@ node image on the local provider, runs the lifecycle scripts before containerd a
 kubelet (the scripts move /var/lib/kubelet, as HyperPod's EKS base-config does), and each
 instance joins as Node hyperpod-<instance id> with HyperPod's labels before it counts as
 Running. kubectl (through `aws eks update-kubeconfig`) schedules a Deployment by HyperPod's
-node selectors and reads its logs. Health: a killed instance is replaced, its Node deleted and
+node selectors and reads its logs. Pod networking: each Node's pod range is routed to its node
+(the cluster's own table, for what comes from its bridge), a pod pings a pod on the other node, and a ClusterIP
+Service reaches a pod on the other node from a node's kube-proxy rules; the routes follow a
+replaced node and go with the cluster. Health: a killed instance is replaced, its Node deleted and
 the pod runs again on the replacement's Node; a user's PendingReboot label reboots an instance,
 whose Node stays and is Schedulable again. HyperPod's checks refuse an unknown ClusterArn and a
 group without LifeCycleConfig. Deleting the HyperPod cluster removes its Nodes; deleting the
 EKS cluster leaves no process. Needs root, the node image and the
 Kubernetes binaries (scripts/setup --eks); skipped otherwise, failed under CI."""
 
+import calendar
+import glob
 import json
 import os
 import subprocess
+import sys
+import tempfile
 import textwrap
+import threading
 import time
 import unittest
 
@@ -61,6 +69,81 @@ DEPLOYMENT = {
         },
     },
 }
+
+
+# An ICMP echo with a raw socket (the host has no ping), run inside a pod's netns: exit 0
+# when `argv[1]` answers within two seconds.
+ICMP_ECHO = textwrap.dedent("""\
+    import socket, struct, sys
+    def csum(b):
+        s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+        s = (s >> 16) + (s & 0xffff)
+        return ~(s + (s >> 16)) & 0xffff
+    head = struct.pack("!BBHHH", 8, 0, 0, 0x4846, 1)
+    packet = struct.pack("!BBHHH", 8, 0, csum(head + b"hyperfleet"), 0x4846, 1) + b"hyperfleet"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    sock.settimeout(2)
+    sock.sendto(packet, (sys.argv[1], 0))
+    while True:
+        data, peer = sock.recvfrom(2048)
+        if peer[0] == sys.argv[1] and data[20] == 0:
+            sys.exit(0)
+    """)
+
+POD_ROUTE_PROTO = "151"  # src/provider/local/cluster_network.h kPodRouteProtocol
+
+
+def pod_route_table(network):
+    """The routing table of a cluster's pod routes (cluster_network.h PodRouteTable), from
+    its network.json."""
+    base = int.from_bytes(bytes(int(p) for p in network["subnet"].split("/")[0].split(".")),
+                          "big")
+    return str(0x48000000 + (base >> 10))
+
+
+def pod_routes(network):
+    """{pod range: node address} of Hyperfleet's routes of a cluster now ({} when none)."""
+    r = subprocess.run(["ip", "-j", "-4", "route", "show", "table", pod_route_table(network),
+                        "proto", POD_ROUTE_PROTO], capture_output=True, text=True)
+    if r.returncode != 0:
+        return {}
+    return {route["dst"]: route.get("gateway") for route in json.loads(r.stdout or "[]")
+            if route.get("dev") in (None, network["bridge"])}
+
+
+def pod_route_rules(network):
+    """Hyperfleet's `ip rule`s for the cluster's bridge."""
+    rules = json.loads(subprocess.run(["ip", "-j", "-4", "rule", "show"], capture_output=True,
+                                      text=True, check=True).stdout or "[]")
+    return [r for r in rules if r.get("iif") == network["bridge"]]
+
+
+class RouteWatch(threading.Thread):
+    """Notes when each pod route first shows on the server's cluster bridges, and every
+    change of them (every 0.1 s)."""
+
+    def __init__(self, data_dir):
+        super().__init__(daemon=True)
+        self.data_dir, self.first_seen, self.stop = data_dir, {}, threading.Event()
+        self.changes, self.last = [], None
+
+    def run(self):
+        while not self.stop.wait(0.1):
+            now = {}
+            for path in glob.glob(os.path.join(self.data_dir, "local", "clusters", "*",
+                                               "network.json")):
+                try:
+                    with open(path) as f:
+                        network = json.load(f)
+                    routes = pod_routes(network)
+                except (OSError, ValueError, KeyError):
+                    continue
+                for cidr, via in routes.items():
+                    self.first_seen.setdefault(cidr, time.time())
+                    now[cidr] = via
+            if now != self.last:
+                self.changes.append((time.strftime("%H:%M:%S"), now))
+                self.last = now
 
 
 class EksNodesTest(unittest.TestCase):
@@ -138,6 +221,9 @@ class EksNodesTest(unittest.TestCase):
         self.assertIn("LifeCycleConfig", cm.exception.response["Error"]["Message"])
 
         started = time.monotonic()
+        watch = RouteWatch(server.data_dir)
+        watch.start()
+        self.addCleanup(watch.stop.set)
         sm.create_cluster(ClusterName="hp", InstanceGroups=groups,
                           Orchestrator={"Eks": {"ClusterArn": arn}})
 
@@ -207,7 +293,17 @@ class EksNodesTest(unittest.TestCase):
         # kubectl logs reaches the kubelet (an empty log is fine: pause prints nothing).
         kubectl("logs", pod["metadata"]["name"])
 
+        cluster_id = sm.describe_cluster(ClusterName="hp")["ClusterArn"].rsplit("/", 1)[1]
+        with open(os.path.join(server.data_dir, "local", "clusters", cluster_id,
+                               "network.json")) as f:
+            network = json.load(f)
+        self.check_pod_network(server, kubectl, by_group, pod, network, watch)
+
         self.check_health(server, sm, kubectl, by_group, pod)
+        # The replacement's pod range replaced the killed node's route.
+        wait_until(lambda: pod_routes(network) == self.wanted_routes(kubectl), timeout=30,
+                   interval=0.5, what="pod routes after the replacement")
+        self.assertEqual(len(pod_routes(network)), 2, watch.changes)
 
         # Deleting the HyperPod cluster removes its Nodes.
         sm.delete_cluster(ClusterName="hp")
@@ -216,6 +312,10 @@ class EksNodesTest(unittest.TestCase):
                                 ClusterName="hp"), timeout=180, interval=1, what="hp deleted")
         left = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
         self.assertEqual([n["metadata"]["name"] for n in left], [])
+        # The pod routes went with the cluster's bridge, and their rule with them.
+        self.assertEqual(pod_routes(network), {})
+        self.assertEqual(pod_route_rules(network), [])
+        self.assertFalse(os.path.exists(f"/sys/class/net/{network['bridge']}"))
 
         eks.delete_cluster(name="k1")
 
@@ -224,6 +324,137 @@ class EksNodesTest(unittest.TestCase):
         left = subprocess.run(["pgrep", "-f", os.path.join(server.data_dir, "eks")],
                               capture_output=True, text=True)
         self.assertEqual(left.stdout.strip(), "")
+
+    @staticmethod
+    def wanted_routes(kubectl):
+        """{pod range: InternalIP} of every Node with a pod range."""
+        nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        return {n["spec"]["podCIDR"]: [a["address"] for a in n["status"]["addresses"]
+                                       if a["type"] == "InternalIP"][0]
+                for n in nodes if n["spec"].get("podCIDR")}
+
+    def check_pod_network(self, server, kubectl, by_group, pod, network, watch):
+        """Each Node's pod range routed to its node, for what comes in from the cluster's
+        bridge; a pod reaches a pod on the other node, and a ClusterIP Service reaches it
+        from the other node."""
+        wanted = self.wanted_routes(kubectl)
+        self.assertEqual(len(wanted), 2)
+        wait_until(lambda: pod_routes(network) == wanted, timeout=30, interval=0.2,
+                   what="both pod routes on the bridge")
+        self.assertEqual(len(pod_route_rules(network)), 1)
+        nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        for n in nodes:
+            # The controller-manager gives the range as the Node registers; the Node's
+            # creation time has whole seconds, so the figure is within a second.
+            since = calendar.timegm(time.strptime(n["metadata"]["creationTimestamp"],
+                                                  "%Y-%m-%dT%H:%M:%SZ"))
+            seen = watch.first_seen.get(n["spec"]["podCIDR"])
+            if seen is not None:
+                print(f"[ metric ] Node {n['metadata']['name']} registered -> pod route "
+                      f"present: {seen - since:.1f} s")
+
+        # A second pod, on workers-a's node (the pinned one is on workers-b's).
+        peer = dict(DEPLOYMENT, metadata={"name": "peer", "namespace": "default"})
+        peer = json.loads(json.dumps(peer).replace('"pinned"', '"peer"'))
+        peer["spec"]["template"]["spec"]["nodeSelector"][
+            "sagemaker.amazonaws.com/instance-group-name"] = "workers-a"
+        manifest = os.path.join(server.data_dir, "peer.json")
+        with open(manifest, "w") as f:
+            json.dump(peer, f)
+        kubectl("apply", "-f", manifest)
+        other = {}
+
+        def peer_running():
+            items = json.loads(kubectl("get", "pods", "-l", "app=peer", "-o",
+                                       "json").stdout)["items"]
+            if items and items[0]["status"].get("phase") == "Running":
+                other.update(items[0])
+                return True
+            return False
+
+        wait_until(peer_running, timeout=120, interval=1, what="the peer pod Running")
+        self.assertEqual(other["spec"]["nodeName"], f"hyperpod-{by_group['workers-a']}")
+
+        def pause_pid(iid, ip):
+            """The host pid of the pause process of node `iid` whose netns holds `ip`."""
+            for pid in local_node_pids(server.data_dir, iid):
+                try:
+                    with open(f"/proc/{pid}/comm") as f:
+                        if f.read().strip() != "pause":
+                            continue
+                except OSError:
+                    continue
+                r = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "-4", "-o", "addr"],
+                                   capture_output=True, text=True)
+                if f" {ip}/" in r.stdout:
+                    return pid
+            raise AssertionError(f"no pause process of {iid} has {ip}")
+
+        a_ip, b_ip = other["status"]["podIP"], pod["status"]["podIP"]
+        a_pid = pause_pid(by_group["workers-a"], a_ip)
+        b_pid = pause_pid(by_group["workers-b"], b_ip)
+        pinged = time.monotonic()
+        ping = {}
+
+        def answered():
+            ping["r"] = subprocess.run(["nsenter", "-t", str(a_pid), "-n", sys.executable, "-c",
+                                        ICMP_ECHO, b_ip], capture_output=True, text=True,
+                                       timeout=30)
+            return ping["r"].returncode == 0
+
+        try:
+            wait_until(answered, timeout=15, interval=0.1, what=f"pod {a_ip} -> pod {b_ip}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {ping['r'].stderr}; routes: {watch.changes}") from None
+        print(f"[ metric ] pod -> pod on another node: answered after "
+              f"{time.monotonic() - pinged:.1f} s")
+
+        # A Service: a listener in the pinned pod's netns (workers-b), reached through its
+        # ClusterIP from workers-a's node (kube-proxy's rules there).
+        served = tempfile.mkdtemp(dir=server.data_dir)
+        with open(os.path.join(served, "hello"), "w") as f:
+            f.write("across nodes\n")
+        listener = subprocess.Popen(
+            ["nsenter", "-t", str(b_pid), "-n", sys.executable, "-m", "http.server", "8080",
+             "--bind", b_ip, "--directory", served],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            kubectl("expose", "deployment", "pinned", "--name", "pinned", "--port", "80",
+                    "--target-port", "8080")
+            cluster_ip = json.loads(kubectl("get", "service", "pinned", "-o",
+                                            "json").stdout)["spec"]["clusterIP"]
+            fetch = textwrap.dedent(f"""\
+                import urllib.request
+                print(urllib.request.urlopen("http://{cluster_ip}/hello", timeout=2).read()
+                      .decode(), end="")
+                """)
+            with open(os.path.join(server.data_dir, "local", "fleet-id")) as f:
+                netns = f"/run/netns/hf-{f.read().strip()}-{by_group['workers-a']}"
+            # The node forwards pod traffic between eth0 and cni0 (the CNI bridge plugin,
+            # isGateway, turns forwarding on in the node's namespace).
+            forwarding = subprocess.run(["nsenter", f"--net={netns}", "cat",
+                                         "/proc/sys/net/ipv4/ip_forward"],
+                                        capture_output=True, text=True)
+            self.assertEqual(forwarding.stdout.strip(), "1")
+            got = {}
+
+            def reached():
+                r = subprocess.run(["nsenter", f"--net={netns}", sys.executable, "-c", fetch],
+                                   capture_output=True, text=True, timeout=30)
+                got["out"] = r.stdout + r.stderr
+                return r.returncode == 0 and r.stdout == "across nodes\n"
+
+            # kube-proxy writes the Service's rules within its sync period.
+            try:
+                wait_until(reached, timeout=60, interval=0.5,
+                           what=f"Service {cluster_ip} from workers-a's node")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; last answer: {got.get('out')}") from None
+        finally:
+            listener.terminate()
+            listener.wait(timeout=10)
+        kubectl("delete", "service", "pinned")
+        kubectl("delete", "deployment", "peer")
 
     def check_health(self, server, sm, kubectl, by_group, pod):
         """HyperPod's health on Nodes: a killed instance is replaced and its Node with it, the

@@ -191,10 +191,15 @@ Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std:
   return absl::OkStatus();
 }
 
+uint32_t PodRouteTable(uint32_t subnet_base) {
+  return 0x48000000u + (subnet_base >> (32 - kSubnetBits));
+}
+
 StatusOr<std::vector<std::vector<std::string>>> PodRouteCommands(
     const std::vector<PodRoute>& present, const std::vector<PodRoute>& wanted,
     const std::string& bridge, uint32_t subnet_base) {
   const std::string proto = std::to_string(kPodRouteProtocol);
+  const std::string table = std::to_string(PodRouteTable(subnet_base));
   std::vector<std::vector<std::string>> out;
   std::set<std::string> wanted_cidrs;
   for (const PodRoute& r : wanted) {
@@ -216,28 +221,63 @@ StatusOr<std::vector<std::vector<std::string>>> PodRouteCommands(
     }
     if (std::find(present.begin(), present.end(), r) != present.end()) continue;
     out.push_back({"ip", "-4", "route", "replace", r.pod_cidr, "via", r.node_ip, "dev", bridge,
-                   "proto", proto});
+                   "table", table, "proto", proto});
   }
   for (const PodRoute& r : present) {
     if (wanted_cidrs.contains(r.pod_cidr)) continue;
-    out.push_back({"ip", "-4", "route", "del", r.pod_cidr, "dev", bridge, "proto", proto});
+    out.push_back({"ip", "-4", "route", "del", r.pod_cidr, "table", table, "proto", proto});
   }
   return out;
 }
 
-StatusOr<std::vector<PodRoute>> PodRoutesOn(const std::string& bridge) {
-  HF_ASSIGN_OR_RETURN(auto shown, RunCapture({"ip", "-j", "-4", "route", "show", "dev", bridge,
-                                              "proto", std::to_string(kPodRouteProtocol)}));
-  if (!shown.ok()) {
-    return absl::InternalError(absl::StrCat("ip route show dev ", bridge, " failed: ", shown.out));
-  }
+StatusOr<std::vector<PodRoute>> PodRoutesIn(uint32_t table) {
+  HF_ASSIGN_OR_RETURN(auto shown, RunCapture({"ip", "-j", "-4", "route", "show", "table",
+                                              std::to_string(table), "proto",
+                                              std::to_string(kPodRouteProtocol)}));
+  // A table without routes does not exist: ip fails, and that is "none".
   const auto routes = nlohmann::json::parse(shown.out, nullptr, false);
   std::vector<PodRoute> out;
+  if (!shown.ok() && !routes.is_array()) return out;
   for (const auto& r : routes.is_array() ? routes : nlohmann::json::array()) {
     if (!r.is_object()) continue;
     out.push_back({r.value("dst", ""), r.value("gateway", "")});
   }
   return out;
+}
+
+namespace {
+
+// The priorities of our rules for `bridge` now (`ip -j -4 rule show`); `table` 0: any.
+StatusOr<std::vector<int>> PodRouteRules(const std::string& bridge, uint32_t table) {
+  HF_ASSIGN_OR_RETURN(auto shown, RunCapture({"ip", "-j", "-4", "rule", "show"}));
+  if (!shown.ok()) return absl::InternalError("ip rule show failed: " + shown.out);
+  const auto rules = nlohmann::json::parse(shown.out, nullptr, false);
+  std::vector<int> out;
+  for (const auto& r : rules.is_array() ? rules : nlohmann::json::array()) {
+    if (!r.is_object() || r.value("iif", "") != bridge) continue;
+    const auto t = r.find("table");
+    const std::string text = t == r.end() ? "" : t->is_string() ? t->get<std::string>()
+                                                                : t->dump();
+    if (table == 0 || text == std::to_string(table)) out.push_back(r.value("priority", 0));
+  }
+  return out;
+}
+
+}  // namespace
+
+Status EnsurePodRouteRule(const std::string& bridge, uint32_t table) {
+  HF_ASSIGN_OR_RETURN(auto rules, PodRouteRules(bridge, table));
+  if (!rules.empty()) return absl::OkStatus();
+  return RunOk({"ip", "-4", "rule", "add", "iif", bridge, "lookup", std::to_string(table),
+                "priority", std::to_string(kPodRouteRulePriority)});
+}
+
+void RemovePodRouteRules(const std::string& bridge) {
+  auto rules = PodRouteRules(bridge, 0);
+  if (!rules.ok()) return;
+  for (size_t i = 0; i < rules->size(); ++i) {
+    (void)RunCapture({"ip", "-4", "rule", "del", "iif", bridge});
+  }
 }
 
 StatusOr<EgressConfig> MakeEgressConfig(const LocalProvider::Options& options) {

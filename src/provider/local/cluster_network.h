@@ -51,24 +51,42 @@ Status EnsureClusterBridge(const std::string& bridge, const std::string& host_ip
 Status SetUpNodeNetns(const std::string& ns, const std::string& veth, const std::string& bridge,
                       const std::string& ip, const std::vector<std::vector<std::string>>& routes);
 
-/// The routing protocol number that marks Hyperfleet's pod routes on cluster bridges
-/// (`ip route ... proto 151`; unnamed in rt_protos, used by no routing daemon we know), so
-/// that stale ones are told from everyone else's routes.
+/// The routing protocol number that marks Hyperfleet's pod routes (`ip route ... proto
+/// 151`; unnamed in rt_protos, used by no routing daemon we know).
 inline constexpr int kPodRouteProtocol = 151;
+/// The priority of the `ip rule` that sends what comes in from a cluster bridge to that
+/// cluster's pod route table: before the main table (32766).
+inline constexpr int kPodRouteRulePriority = 30000;
 
-/// The `ip` commands that turn our pod routes `present` on `bridge` (the cluster's, subnet
-/// `subnet_base`/22) into `wanted`: `ip -4 route replace <cidr> via <ip> dev <bridge> proto
-/// 151` for each wanted route absent or going elsewhere, then `ip -4 route del <cidr> dev
-/// <bridge> proto 151` for each present range no longer wanted. Pure. Errors:
-/// InvalidArgument naming the route when a pod range is not a normalised "a.b.c.d/n" or
-/// overlaps the cluster subnet, or a node address is not a node's of that subnet.
+/// The routing table of the pod routes of the cluster whose subnet starts at `subnet_base`:
+/// 0x48000000 + the subnet's /22 number, so distinct for every cluster subnet of this host
+/// (subnets are host-wide unique) and clear of the usual tables (main 254, local 255).
+/// Pods of two EKS clusters, of one server or of two, may have the same pod ranges; their
+/// routes never meet, since each table is only looked up for packets from its own bridge.
+uint32_t PodRouteTable(uint32_t subnet_base);
+
+/// The `ip` commands that turn our pod routes `present` (in the cluster's table, subnet
+/// `subnet_base`/22, bridge `bridge`) into `wanted`: `ip -4 route replace <cidr> via <ip> dev
+/// <bridge> table <T> proto 151` for each wanted route absent or going elsewhere, then `ip -4
+/// route del <cidr> table <T> proto 151` for each present range no longer wanted. Pure.
+/// Errors: InvalidArgument naming the route when a pod range is not a normalised
+/// "a.b.c.d/n" or overlaps the cluster subnet, or a node address is not a node's of that
+/// subnet, or a range comes twice.
 StatusOr<std::vector<std::vector<std::string>>> PodRouteCommands(
     const std::vector<PodRoute>& present, const std::vector<PodRoute>& wanted,
     const std::string& bridge, uint32_t subnet_base);
 
-/// Our pod routes on `bridge` now (`ip -j -4 route show dev <bridge> proto 151`).
+/// Our pod routes in `table` now (`ip -j -4 route show table <T> proto 151`).
 /// Errors: Internal naming the command.
-StatusOr<std::vector<PodRoute>> PodRoutesOn(const std::string& bridge);
+StatusOr<std::vector<PodRoute>> PodRoutesIn(uint32_t table);
+
+/// Makes the rule `ip rule add iif <bridge> lookup <table> priority 30000` unless it is
+/// there (`ip -j -4 rule show`). Errors: Internal naming the command.
+Status EnsurePodRouteRule(const std::string& bridge, uint32_t table);
+
+/// Deletes every rule of ours for `bridge` (its table's routes go with the bridge; rules do
+/// not). Best effort.
+void RemovePodRouteRules(const std::string& bridge);
 
 /// A data dir's egress settings, checked once at start.
 struct EgressConfig {

@@ -140,8 +140,8 @@ std::optional<local::ImdsNode> LocalProvider::Impl::imdsNode(const std::string& 
   return node;
 }
 
-// Under cluster_mu_, so that the bridge cannot go in between. Its routes go with it (the
-// kernel drops a device's routes when it is deleted): nothing here undoes them.
+// Under cluster_mu_, so that the bridge cannot go in between. The routes go with the bridge
+// (the kernel drops a deleted device's routes); its rule goes in tearDownClusterIfEmpty.
 Status LocalProvider::Impl::setPodRoutes(const std::string& cluster_id,
                                          const std::vector<PodRoute>& routes) {
   std::lock_guard lock(cluster_mu_);
@@ -153,11 +153,12 @@ Status LocalProvider::Impl::setPodRoutes(const std::string& cluster_id,
     return absl::FailedPreconditionError(
         absl::StrCat("cluster ", cluster_id, " has no network on this host"));
   }
-  HF_ASSIGN_OR_RETURN(auto present, local::PodRoutesOn(bridge));
+  const uint32_t table = local::PodRouteTable(subnet->first);
+  HF_ASSIGN_OR_RETURN(auto present, local::PodRoutesIn(table));
   HF_ASSIGN_OR_RETURN(auto commands,
                       local::PodRouteCommands(present, routes, bridge, subnet->first));
   for (const auto& argv : commands) HF_RETURN_IF_ERROR(RunOk(argv));
-  return absl::OkStatus();
+  return local::EnsurePodRouteRule(bridge, table);
 }
 
 void LocalProvider::Impl::tearDownClusterIfEmpty(const std::string& cluster_id) {
@@ -180,6 +181,7 @@ void LocalProvider::Impl::tearDownClusterIfEmpty(const std::string& cluster_id) 
   if (LinkExists(veth)) (void)RunCapture({"ip", "link", "del", veth});
   const std::string bridge = LocalNames::Bridge(fleet_id_, cluster_id);
   if (LinkExists(bridge)) (void)RunCapture({"ip", "link", "del", bridge});
+  local::RemovePodRouteRules(bridge);
   std::error_code ec;
   fs::remove_all(absl::StrCat(root_, "/clusters/", cluster_id), ec);
   if (Status st = networks_.Apply(); !st.ok()) {

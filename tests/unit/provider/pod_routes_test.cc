@@ -10,11 +10,21 @@ namespace {
 using Argv = std::vector<std::string>;
 constexpr uint32_t kBase = (10u << 24) | (224u << 16) | (4u << 8);  // 10.224.4.0/22
 
+// 10.224.4.0/22 is /22 number 0x2b801 of the address space.
+const std::string kTable = std::to_string(0x48000000u + 0x2b801u);
+
 Argv Replace(const std::string& cidr, const std::string& via) {
-  return {"ip", "-4", "route", "replace", cidr, "via", via, "dev", "hfb1", "proto", "151"};
+  return {"ip", "-4", "route", "replace", cidr, "via", via, "dev", "hfb1",
+          "table", kTable, "proto", "151"};
 }
 Argv Del(const std::string& cidr) {
-  return {"ip", "-4", "route", "del", cidr, "dev", "hfb1", "proto", "151"};
+  return {"ip", "-4", "route", "del", cidr, "table", kTable, "proto", "151"};
+}
+
+TEST(PodRouteTableTest, OnePerClusterSubnet) {
+  EXPECT_EQ(std::to_string(PodRouteTable(kBase)), kTable);
+  EXPECT_NE(PodRouteTable(kBase), PodRouteTable(kBase + (1u << 10)));  // the next /22
+  EXPECT_GT(PodRouteTable(0), 255u);  // clear of main, local and default
 }
 
 TEST(PodRouteCommandsTest, Table) {
