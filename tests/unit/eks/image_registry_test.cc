@@ -94,6 +94,32 @@ TEST_F(ImageRegistryTest, ServesRestartsAndStops) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "registry.pid"));
 }
 
+// A server killed with SIGKILL leaves its registry running on the port: the next start ends
+// it (registry.pid, its command line naming this config) instead of finding the port taken.
+TEST_F(ImageRegistryTest, RegistryLeftByAKilledServerIsEnded) {
+  uint16_t port = 0;
+  ::close(Listen(&port));
+  const std::string config = (dir_ / "config.yml").string();
+  ASSERT_TRUE(MakeDirs((dir_ / "storage").string()).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(config, RegistryConfig((dir_ / "storage").string(), port)).ok());
+  ProcessSpec spec;
+  spec.argv = {"docker-registry", "serve", config};
+  spec.out = Stdio::Null();
+  spec.err = Stdio::Null();
+  auto left = Subprocess::Spawn(spec);
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_TRUE(WriteFileAtomically((dir_ / "registry.pid").string(),
+                                  std::to_string(left->pid()) + "\n")
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return V2Status(port) == 200; }));
+  auto registry = ImageRegistry::Start({dir_.string(), port, "", 100, 400});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_TRUE(left->TryWait().has_value());  // ended (and reaped here, its parent)
+  ASSERT_TRUE(Eventually([&] { return (*registry)->pid() > 1 && V2Status(port) == 200; }));
+  EXPECT_NE((*registry)->pid(), left->pid());
+}
+
 TEST_F(ImageRegistryTest, TakenPortIsRefused) {
   uint16_t port = 0;
   const int fd = Listen(&port);
