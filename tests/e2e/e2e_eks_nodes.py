@@ -343,15 +343,23 @@ class EksNodesTest(unittest.TestCase):
                    what="both pod routes on the bridge")
         self.assertEqual(len(pod_route_rules(network)), 1)
         nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        # When the controller-manager gave each range: its log's "Set node X PodCIDR to"
+        # line (klog: "I1203 01:05:33.123456 ...", UTC on this host, no year).
+        given = {}
+        log = os.path.join(server.data_dir, "eks", "k1", "logs", "kube-controller-manager.log")
+        with open(log, errors="replace") as f:
+            for line in f:
+                if "Set node " in line and " PodCIDR to " in line:
+                    name = line.split("Set node ", 1)[1].split()[0]
+                    day = time.strftime("%Y") + line[1:5] + line[6:14]
+                    given[name] = (calendar.timegm(time.strptime(day, "%Y%m%d%H:%M:%S")) +
+                                   float("0" + line[14:21]))
         for n in nodes:
-            # The controller-manager gives the range as the Node registers; the Node's
-            # creation time has whole seconds, so the figure is within a second.
-            since = calendar.timegm(time.strptime(n["metadata"]["creationTimestamp"],
-                                                  "%Y-%m-%dT%H:%M:%SZ"))
+            name = n["metadata"]["name"]
             seen = watch.first_seen.get(n["spec"]["podCIDR"])
-            if seen is not None:
-                print(f"[ metric ] Node {n['metadata']['name']} registered -> pod route "
-                      f"present: {seen - since:.1f} s")
+            if seen is not None and name in given:
+                print(f"[ metric ] Node {name} given its pod range -> route present: "
+                      f"{seen - given[name]:.1f} s")
 
         # A second pod, on workers-a's node (the pinned one is on workers-b's).
         peer = dict(DEPLOYMENT, metadata={"name": "peer", "namespace": "default"})
