@@ -36,6 +36,11 @@ class RecordingProvider final : public Provider {
     if (!ids.contains(std::string(id))) return absl::NotFoundError("no such node");
     return 42;
   }
+  Status setPodRoutes(std::string_view cluster, const std::vector<PodRoute>& routes) override {
+    calls_->push_back("setPodRoutes " + std::string(cluster) + " " +
+                      std::to_string(routes.size()));
+    return absl::OkStatus();
+  }
   StatusOr<std::vector<InstanceObservation>> list(std::string_view cluster) override {
     std::vector<InstanceObservation> out;
     for (const auto& [id, c] : ids) {
@@ -226,6 +231,13 @@ TEST_F(RoutingProviderTest, UnknownIdsAreAskedOfBoth) {
                                                      "terminate i-none"}));
   EXPECT_EQ(ssh_calls_, (std::vector<std::string>{"reboot i-x", "reboot i-none",
                                                    "terminate i-none"}));
+}
+
+TEST_F(RoutingProviderTest, PodRoutesGoToTheLocalProviderOnly) {
+  // Only local nodes run EKS pods; the ssh provider refuses Orchestrator.Eks groups.
+  ASSERT_TRUE(router_->setPodRoutes("c1", {{"10.200.0.0/24", "10.224.0.2"}}).ok());
+  EXPECT_EQ(local_calls_, std::vector<std::string>{"setPodRoutes c1 1"});
+  EXPECT_TRUE(ssh_calls_.empty());
 }
 
 TEST_F(RoutingProviderTest, TerminatedRoutesAreForgottenOnceNotListed) {
