@@ -101,6 +101,10 @@ class Server:
         if provider == "local" and not any(a.startswith("--node-egress") for a in extra_args):
             # Test nodes reach nothing beyond this host but the Debian mirror.
             self.extra_args += ["--node-egress-allow", ",".join(mirror_addresses())]
+        if provider == "local" and "--registry-port" not in extra_args:
+            # No local registry unless a test asks for one on its own port: tests run two at a
+            # time, and the default port would go to whichever server started first.
+            self.extra_args += ["--registry-port", "0"]
         self.proc = None
         self.endpoint = None
         self.port = 0
