@@ -35,6 +35,9 @@ struct ProcessControlPlanesOptions {
   /// Ports of new control planes come from this range (below Linux's ephemeral ports).
   int first_port = 26000;
   int last_port = 26999;
+  /// Host-wide record of the ports control planes chose, shared with other data dirs' servers
+  /// so two never choose the same (control_plane_host.h); "": the default for this user.
+  std::string port_reservations_dir;
   /// Whose monotonic time the waits are measured in; null: the system's.
   const Clock* clock = nullptr;
 };

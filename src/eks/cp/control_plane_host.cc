@@ -12,14 +12,49 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "hyperfleet/common/fs.h"
 #include "hyperfleet/common/ipv4.h"
+#include "hyperfleet/common/uri.h"
 #include "hyperfleet/http/http_client.h"
 #include "hyperfleet/http/tls_identity.h"
 
 namespace hf::eks::host {
 namespace fs = std::filesystem;
+
+std::string DefaultPortReservationsDir() {
+  const uid_t uid = ::geteuid();
+  return uid == 0 ? "/run/hyperfleet/eks-ports" : absl::StrCat("/tmp/hyperfleet-eks-ports-", uid);
+}
+
+std::set<int> ReservedPorts(const std::string& dir) {
+  std::set<int> ports;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string path = entry.path().string();
+    if (entry.path().filename().string().front() == '.') continue;  // the lock, temporaries
+    // Line 1: the plane's directory; line 2: its ports.
+    auto text = ReadFile(path);
+    if (!text.ok()) continue;
+    const std::vector<std::string> lines = absl::StrSplit(*text, '\n');
+    if (lines.size() < 2 || !fs::exists(lines[0] + "/control-plane.json", ec)) {
+      fs::remove(path, ec);
+      continue;
+    }
+    for (absl::string_view word : absl::StrSplit(lines[1], ' ', absl::SkipEmpty())) {
+      int port = 0;
+      if (absl::SimpleAtoi(word, &port)) ports.insert(port);
+    }
+  }
+  return ports;
+}
+
+Status ReservePorts(const std::string& dir, const std::string& plan_dir,
+                    const std::vector<int>& ports) {
+  return WriteFileAtomically(dir + "/" + UriEncode(plan_dir),
+                             absl::StrCat(plan_dir, "\n", absl::StrJoin(ports, " "), "\n"), 0644);
+}
 
 std::set<int> ListeningPorts() {
   std::set<int> ports;

@@ -16,6 +16,23 @@ inline constexpr const char* kSupervisorCommand = "eks-control-plane-supervisor"
 /// TCP ports something listens on now (IPv4 and IPv6, from /proc/net/tcp and tcp6).
 std::set<int> ListeningPorts();
 
+/// Where the control planes of every data dir on this host record the ports they chose
+/// (ListeningPorts misses a port chosen but not yet bound, e.g. the controller-manager's
+/// until the apiserver is ready): /run/hyperfleet/eks-ports as root, else
+/// /tmp/hyperfleet-eks-ports-<uid>.
+std::string DefaultPortReservationsDir();
+
+/// The ports reserved in `dir` by control planes whose directory still holds
+/// control-plane.json; reservations of planes that are gone are deleted. Call while holding
+/// flock(`dir`/.lock). A missing `dir` has none.
+std::set<int> ReservedPorts(const std::string& dir);
+
+/// Records `ports` as those of the control plane in `plan_dir` (replacing any record it
+/// had), in one file of `dir` named after `plan_dir`. Call while holding flock(`dir`/.lock).
+/// Errors: Internal when the file cannot be written.
+Status ReservePorts(const std::string& dir, const std::string& plan_dir,
+                    const std::vector<int>& ports);
+
 /// The IPv4 addresses of this host's interfaces that are up, loopback included.
 std::vector<std::string> Ipv4Addresses();
 

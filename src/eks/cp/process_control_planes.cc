@@ -330,7 +330,14 @@ class ProcessControlPlanes final : public ControlPlanes {
     HF_RETURN_IF_ERROR(MakeDirs(layout.logs(), 0700));
     ControlPlanePlan plan;
     plan.spec = spec;
+    // Host-wide: another data dir's server may be choosing ports for its own plane now.
+    const std::string reservations = options_.port_reservations_dir.empty()
+                                         ? host::DefaultPortReservationsDir()
+                                         : options_.port_reservations_dir;
+    HF_RETURN_IF_ERROR(MakeDirs(reservations, 0755));
+    HF_ASSIGN_OR_RETURN(FileLock host_lock, FileLock::Acquire(reservations + "/.lock", 0644));
     std::set<int> unavailable = host::ListeningPorts();
+    unavailable.merge(host::ReservedPorts(reservations));
     std::vector<std::string> pod_cidrs;
     for (const std::string& other : list()) {
       auto json = ReadJson(dirOf(other) + "/control-plane.json");
@@ -342,6 +349,7 @@ class ProcessControlPlanes final : public ControlPlanes {
     HF_ASSIGN_OR_RETURN(plan.ports,
                         ChoosePorts(unavailable, options_.first_port, options_.last_port));
     HF_ASSIGN_OR_RETURN(plan.pod_cidr, ChoosePodCidr(pod_cidrs, spec.service_cidr));
+    HF_RETURN_IF_ERROR(host::ReservePorts(reservations, layout.dir, PortList(plan.ports)));
     std::vector<std::string> addresses = options_.host_addresses;
     if (addresses.empty()) addresses = host::Ipv4Addresses();
     plan.endpoint_host = "127.0.0.1";
