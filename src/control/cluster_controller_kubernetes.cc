@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 #include "hyperfleet/control/cluster_controller.h"
@@ -18,8 +19,14 @@ namespace {
 /// a user's `kubectl label` (which changes the label only) is told apart.
 constexpr const char* kHealthSetAnnotation = "hyperfleet/node-health-status";
 
-/// The planner's view of `node`.
-KubernetesNodeView ViewOf(const eks::KubeNode& node) {
+/// The value of `key` in `values`; "" when absent.
+std::string ValueOf(const std::map<std::string, std::string>& values, const std::string& key) {
+  auto it = values.find(key);
+  return it == values.end() ? "" : it->second;
+}
+
+/// The planner's view of `node`, whose fault labels have the keys `fault`.
+KubernetesNodeView ViewOf(const eks::KubeNode& node, const model::FaultLabelKeys& fault) {
   KubernetesNodeView view;
   view.ready = node.ready;
   if (auto it = node.labels.find(node_health::kLabel); it != node.labels.end()) {
@@ -32,14 +39,31 @@ KubernetesNodeView ViewOf(const eks::KubeNode& node) {
     if (t.key == node_health::kLabel && t.effect == "NoSchedule") view.health_taint = t.value;
   }
   view.pod_cidr = node.pod_cidr;
+  view.fault_type = ValueOf(node.labels, fault.type);
+  view.fault_reason = ValueOf(node.labels, fault.reason);
+  view.fault_details = ValueOf(node.annotations, fault.details);
   return view;
 }
 
-/// The change that gives a Node `health`.
-eks::NodeUpdate UpdateFor(const KubernetesNodeHealth& health) {
+/// The change that gives a Node `health` (fault labels of the keys `fault`; each one ""
+/// is removed).
+eks::NodeUpdate UpdateFor(const KubernetesNodeHealth& health, const model::FaultLabelKeys& fault) {
   eks::NodeUpdate update;
   update.set_labels[node_health::kLabel] = health.health;
   update.set_annotations[kHealthSetAnnotation] = health.health;
+  for (const auto& [key, value] : {std::pair{&fault.type, &health.fault_type},
+                                   std::pair{&fault.reason, &health.fault_reason}}) {
+    if (value->empty()) {
+      update.remove_labels.push_back(*key);
+    } else {
+      update.set_labels[*key] = *value;
+    }
+  }
+  if (health.fault_details.empty()) {
+    update.remove_annotations.push_back(fault.details);
+  } else {
+    update.set_annotations[fault.details] = health.fault_details;
+  }
   eks::Taint taint{node_health::kLabel, health.health, "NoSchedule"};
   if (health.tainted) {
     update.set_taints.push_back(std::move(taint));
@@ -71,7 +95,9 @@ void ClusterController::observeKubernetesNodes(ClusterSnapshot& snap) {
     it = kubernetes_seen_.insert_or_assign(eks, std::pair{now, *std::move(nodes)}).first;
   }
   std::map<std::string, KubernetesNodeView> views;
-  for (const eks::KubeNode& node : it->second.second) views.emplace(node.name, ViewOf(node));
+  for (const eks::KubeNode& node : it->second.second) {
+    views.emplace(node.name, ViewOf(node, options_.fault_labels));
+  }
   std::map<std::string, KubernetesNodeView> by_instance;
   for (const model::Node& n : snap.nodes) {
     auto v = views.find(model::KubernetesNodeName(n.instance_id));
@@ -86,9 +112,12 @@ void ClusterController::applyKubernetesPlan(const model::Cluster& cluster,
   if (eks.empty() || hooks_.kubernetes == nullptr) return;
   for (const KubernetesNodeHealth& health : plan.kubernetes_health) {
     const std::string node = model::KubernetesNodeName(health.instance_id);
-    Status s = hooks_.kubernetes->updateNode(eks, node, UpdateFor(health));
+    Status s = hooks_.kubernetes->updateNode(eks, node, UpdateFor(health, options_.fault_labels));
     if (s.ok()) {
-      spdlog::info("cluster {}: Node {} is {}", cluster.id, node, health.health);
+      spdlog::info("cluster {}: Node {} is {}{}", cluster.id, node, health.health,
+                   health.fault_type.empty()
+                       ? ""
+                       : absl::StrCat(" (", health.fault_type, ": ", health.fault_reason, ")"));
     } else {
       spdlog::warn("cluster {}: Node {} not labelled {}: {}", cluster.id, node, health.health,
                    s.ToString());

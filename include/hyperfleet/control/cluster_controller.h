@@ -20,6 +20,7 @@
 #include "hyperfleet/common/ids.h"
 #include "hyperfleet/control/cluster_plan.h"
 #include "hyperfleet/eks/control_plane.h"
+#include "hyperfleet/model/kubernetes_labels.h"
 #include "hyperfleet/provider/provider.h"
 #include "hyperfleet/store/store.h"
 
@@ -64,6 +65,9 @@ class ClusterController {
     Duration liveness_interval = std::chrono::seconds(1);
     /// Thresholds of node health monitoring; listening_since is set by start().
     LivenessPolicy liveness;
+    /// The keys of the fault labels and annotation on EKS-orchestrated clusters' Nodes
+    /// (docs/kubernetes.md "Health on Nodes"; server flag --kubernetes-fault-labels).
+    model::FaultLabelKeys fault_labels;
   };
 
   /// What node agents said about one cluster (from the agent service).

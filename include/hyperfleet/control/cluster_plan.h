@@ -50,6 +50,9 @@ struct KubernetesNodeView {
   /// Its spec.podCIDR inside the cluster's pod range, e.g. "10.200.1.0/24" ("" when none:
   /// not given yet, or outside the range; eks::KubeNode::pod_cidr).
   std::string pod_cidr;
+  /// Its fault labels and annotation (keys: model::FaultLabelKeys, the controller's); ""
+  /// when absent.
+  std::string fault_type = "", fault_reason = "", fault_details = "";
 };
 
 /// What the health label and taint of one Node should be (ClusterPlan::kubernetes_health).
@@ -58,6 +61,13 @@ struct KubernetesNodeHealth {
   std::string health;  ///< a node_health value: the label's, and the marker of who set it
   /// With the NoSchedule taint of key node_health::kLabel and value `health`; false: none.
   bool tainted = false;
+  /// The fault labels of a faulty instance (one whose fault, detected by the control plane,
+  /// is being recovered from or only reported): its category (a NodeFault kind, e.g.
+  /// "HardwareFault"), a detailed reason (a valid label value, model::LabelValueOf of the
+  /// message) and the message as it is (the annotation). All "" when it has no fault: the
+  /// labels and the annotation are then removed. A recovery someone asked for (API, a
+  /// user's label) is no fault.
+  std::string fault_type = "", fault_reason = "", fault_details = "";
   bool operator==(const KubernetesNodeHealth&) const = default;
 };
 
@@ -107,10 +117,11 @@ struct ClusterPlan {
   /// True when the cluster has running nodes whose agents must be watched: the controller
   /// then looks again every second even when settled, to notice silence.
   bool watch_liveness = false;
-  /// EKS-orchestrated clusters: the Nodes whose health label, its marker or taint differ
-  /// from what their instance's state asks (HyperPod's transitions: a node being replaced
-  /// or faulty with replacement due is UnschedulablePendingReplacement, one being rebooted
-  /// UnschedulablePendingReboot, both tainted NoSchedule; a running one Schedulable again).
+  /// EKS-orchestrated clusters: the Nodes whose health label, its marker, taint or fault
+  /// labels differ from what their instance's state asks (HyperPod's transitions: a node
+  /// being replaced or faulty with replacement due is UnschedulablePendingReplacement, one
+  /// being rebooted UnschedulablePendingReboot, both tainted NoSchedule and, when a fault
+  /// caused it, with the fault labels; a running one Schedulable again, without them).
   std::vector<KubernetesNodeHealth> kubernetes_health;
   /// EKS-orchestrated clusters whose Nodes were read this pass: every pod route the
   /// cluster's network should have (DesiredPodRoutes of the plan's node records), for

@@ -98,6 +98,7 @@ struct NodeUpdate {
   std::map<std::string, std::string> set_labels;  ///< added or overwritten
   std::vector<std::string> remove_labels;         ///< keys; absent ones are fine
   std::map<std::string, std::string> set_annotations;  ///< added or overwritten
+  std::vector<std::string> remove_annotations;         ///< keys; absent ones are fine
   std::vector<Taint> set_taints;                  ///< replace any taint of the same key and effect
   std::vector<Taint> remove_taints;               ///< matched by key and effect; absent ones are fine
   bool operator==(const NodeUpdate&) const = default;

@@ -3,11 +3,14 @@
 // (or ...PendingReboot) asks for that node recovery, as on HyperPod; and every Node's health
 // label and NoSchedule taint follow its instance: being replaced (or faulty, replacement
 // due) is UnschedulablePendingReplacement, being rebooted UnschedulablePendingReboot, a
-// running node Schedulable (Unschedulable for groups with OnStartDeepHealthChecks).
+// running node Schedulable (Unschedulable for groups with OnStartDeepHealthChecks). A
+// faulty instance's Node also gets HyperPod's fault labels (category, reason) and details
+// annotation, removed once the instance is healthy again.
 #include <algorithm>
 #include <optional>
 
 #include "control/plan/work.h"
+#include "hyperfleet/model/kubernetes_labels.h"
 
 namespace hf::control::plan {
 namespace {
@@ -48,6 +51,48 @@ std::string WantedHealth(const Work& w, const model::Node& n) {
                                                          : node_health::kSchedulable;
 }
 
+/// The fault labels of a Node (KubernetesNodeHealth's fault_*); all "" for none.
+struct FaultShown {
+  std::string type, reason, details;
+};
+
+/// A fault's labels: its kind, its message as a label value (the kind when nothing of it
+/// is left) and the message itself.
+FaultShown ShownAs(const std::string& kind, const std::string& message) {
+  std::string reason = model::LabelValueOf(message);
+  return {kind, reason.empty() ? kind : std::move(reason), message};
+}
+
+/// The fault labels recovery `r` gives: a detected fault's; none for a recovery someone
+/// asked for (the API, a Slurm Action: mark, a user's label on the Node): no fault was seen.
+FaultShown ShownFor(const Request& r) {
+  switch (r.source) {
+    case Source::kDead:
+    case Source::kUnresponsive:
+    case Source::kHardwareFault:
+    case Source::kSoftwareFault:
+    case Source::kReplacementFailed: return ShownAs(model::ToString(r.source), r.reason);
+    case Source::kApi:
+    case Source::kSlurmAction:
+    case Source::kKubernetesLabel: return {};
+  }
+  return {};
+}
+
+/// What the fault labels of node `n` (Node `view`) should say now.
+FaultShown WantedFault(const Work& w, const model::Node& n, const KubernetesNodeView& view) {
+  if (n.recovery) return ShownFor(*n.recovery);
+  if (n.fault) return ShownAs(model::ToString(n.fault->kind), n.fault->message);
+  if (n.status == is::kShuttingDown) {
+    // Replaced this pass: why; replaced earlier: as its Node shows it until it goes (the
+    // recovery ended with the replacement).
+    auto it = w.replaced_now.find(n.instance_id);
+    if (it != w.replaced_now.end()) return ShownFor(it->second);
+    return {view.fault_type, view.fault_reason, view.fault_details};
+  }
+  return {};
+}
+
 }  // namespace
 
 void DetectKubernetesRequests(Work& w) {
@@ -83,10 +128,14 @@ void LabelKubernetesNodes(Work& w) {
     if (wanted.empty()) continue;
     const bool tainted = wanted != node_health::kSchedulable;
     const std::string taint = tainted ? wanted : "";
-    if (view->health == wanted && view->health_set == wanted && view->health_taint == taint) {
+    FaultShown fault = WantedFault(w, n, *view);
+    if (view->health == wanted && view->health_set == wanted && view->health_taint == taint &&
+        view->fault_type == fault.type && view->fault_reason == fault.reason &&
+        view->fault_details == fault.details) {
       continue;
     }
-    w.plan.kubernetes_health.push_back({n.instance_id, wanted, tainted});
+    w.plan.kubernetes_health.push_back({n.instance_id, wanted, tainted, std::move(fault.type),
+                                        std::move(fault.reason), std::move(fault.details)});
   }
 }
 

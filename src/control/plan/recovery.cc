@@ -46,6 +46,7 @@ void ReplaceNode(Work& w, size_t i) {
                        ")", WithReason(request.reason)),
           n.group, n.instance_id,
           json{{"Instance", {{"NodeLogicalId", n.logical_id}}}});
+  w.replaced_now.insert_or_assign(n.instance_id, request);
   EndRecovery(w.nodes[i]);
   w.shutDown(i, absl::StrCat("replaced by ", r.instance_id), request.hard);
   w.addRecord(std::move(r));  // launched by Observe() on a later pass

@@ -39,6 +39,9 @@ struct Work {
   std::vector<model::Node> nodes;  ///< records after this plan (new ones appended)
   std::vector<bool> dirty;         ///< per node: needs a write
   std::vector<int64_t> expected;   ///< per node: revision read (kMustNotExist for new)
+  /// The recoveries that replaced instances in this pass, by instance id (ended with the
+  /// replacement: the fault labels of its Node still show why).
+  std::map<std::string, Request> replaced_now;
 
   Work(const ClusterSnapshot& s, SystemTime n, IdSource& i);
 

@@ -194,8 +194,9 @@ StatusOr<json> NodePatch(const json& node, const NodeUpdate& update) {
     for (const auto& [key, value] : update.set_labels) labels[key] = value;
     patch["metadata"]["labels"] = std::move(labels);
   }
-  if (!update.set_annotations.empty()) {
+  if (!update.set_annotations.empty() || !update.remove_annotations.empty()) {
     json annotations = json::object();
+    for (const std::string& key : update.remove_annotations) annotations[key] = nullptr;
     for (const auto& [key, value] : update.set_annotations) annotations[key] = value;
     patch["metadata"]["annotations"] = std::move(annotations);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "hyperfleet/control/cluster_plan.h"
 #include "plan_fixtures.h"
@@ -108,7 +109,9 @@ TEST(KubernetesPlan, ADeadNodeIsLabelledPendingReplacementAndTaintedAsItIsReplac
   EXPECT_EQ(p.kills, std::vector<std::string>{f.snap.nodes[0].instance_id});
   ASSERT_EQ(p.kubernetes_health.size(), 1u);
   EXPECT_EQ(p.kubernetes_health[0],
-            (KubernetesNodeHealth{f.snap.nodes[0].instance_id, nh::kPendingReplacement, true}));
+            (KubernetesNodeHealth{f.snap.nodes[0].instance_id, nh::kPendingReplacement, true,
+                                  "Dead", "The-instance-stopped-stopped",
+                                  "The instance stopped: stopped"}));
 }
 
 TEST(KubernetesPlan, AFaultWithNodeRecoveryNoneIsShownButNotActedOn) {
@@ -124,7 +127,9 @@ TEST(KubernetesPlan, AFaultWithNodeRecoveryNoneIsShownButNotActedOn) {
   EXPECT_TRUE(p.terminations.empty());
   ASSERT_EQ(p.kubernetes_health.size(), 1u);
   EXPECT_EQ(p.kubernetes_health[0],
-            (KubernetesNodeHealth{f.snap.nodes[1].instance_id, nh::kPendingReplacement, true}));
+            (KubernetesNodeHealth{f.snap.nodes[1].instance_id, nh::kPendingReplacement, true,
+                                  "HardwareFault", "Health-check-gpu.xid-Xid-79",
+                                  "Health check: gpu.xid: Xid 79"}));
 }
 
 TEST(KubernetesPlan, AUsersPendingReplacementLabelReplacesTheNodeOnce) {
@@ -194,6 +199,175 @@ TEST(KubernetesPlan, GroupsWithDeepHealthChecksStayUnschedulableAndTainted) {
   EXPECT_EQ(p.kubernetes_health[0],
             (KubernetesNodeHealth{f.snap.nodes[0].instance_id, nh::kUnschedulable, true}));
 }
+
+// ---- HyperPod's fault labels (KubernetesNodeHealth::fault_*) ----
+
+namespace fault_labels {
+
+/// A health report of one failing check.
+model::HealthReport Report(model::HealthSeverity severity, std::string check,
+                           std::string message) {
+  model::HealthReport r;
+  r.verdict = severity;
+  r.checked_at = kT0;
+  r.findings.push_back({std::move(check), severity, model::HealthAction::kNone,
+                        std::move(message)});
+  return r;
+}
+
+/// Node 0 as each faulty case leaves it in the pass that detects it: the health label, and
+/// the fault labels it must have.
+TEST(KubernetesFaultLabels, EachFaultShowsItsKindReasonAndDetails) {
+  struct Case {
+    std::string name;
+    std::function<void(Fixture&)> make;
+    KubernetesNodeHealth want;  // instance_id filled in below
+  };
+  const std::vector<Case> cases = {
+      {"dead: replaced",
+       [](Fixture& f) {
+         f.snap.instances[0].state = InstanceState::kFailed;
+         f.snap.instances[0].message = "killed (signal 9)";
+       },
+       {"", nh::kPendingReplacement, true, "Dead", "The-instance-stopped-killed-signal-9",
+        "The instance stopped: killed (signal 9)"}},
+      {"hung: replaced",
+       [](Fixture& f) {
+         f.snap.liveness[f.snap.nodes[0].instance_id].last_heard = kT0 - seconds(60);
+       },
+       {"", nh::kPendingReplacement, true, "Unresponsive",
+        "No-heartbeat-from-the-node-agent-for-61-s-while-the-instance-ru",
+        "No heartbeat from the node agent for 61 s while the instance runs (hung)."}},
+      {"hardware fault: replaced",
+       [](Fixture& f) {
+         f.snap.liveness[f.snap.nodes[0].instance_id].health =
+             Report(model::HealthSeverity::kHardFault, "gpu.xid", "Xid 79");
+       },
+       {"", nh::kPendingReplacement, true, "HardwareFault", "Health-check-gpu.xid-Xid-79",
+        "Health check: gpu.xid: Xid 79"}},
+      {"software fault: rebooted",
+       [](Fixture& f) {
+         f.snap.liveness[f.snap.nodes[0].instance_id].health =
+             Report(model::HealthSeverity::kSoftFault, "kubelet", "not running");
+       },
+       {"", nh::kPendingReboot, true, "SoftwareFault", "Health-check-kubelet-not-running",
+        "Health check: kubelet: not running"}},
+      {"software fault, NodeRecovery None: only shown",
+       [](Fixture& f) {
+         f.snap.cluster.spec["NodeRecovery"] = "None";
+         f.snap.liveness[f.snap.nodes[0].instance_id].health =
+             Report(model::HealthSeverity::kSoftFault, "kubelet", "not running");
+       },
+       {"", nh::kPendingReboot, true, "SoftwareFault", "Health-check-kubelet-not-running",
+        "Health check: kubelet: not running"}},
+      {"BatchRebootClusterNodes: no fault",
+       [](Fixture& f) {
+         f.snap.nodes[0].recovery =
+             model::NodeRecoveryRequest{Action::kReboot, "", kT0, false, Source::kApi};
+       },
+       {"", nh::kPendingReboot, true, "", "", ""}},
+      {"a user's PendingReplacement label: no fault",
+       [](Fixture& f) { f.view(0).health = nh::kPendingReplacement; },
+       {"", nh::kPendingReplacement, true, "", "", ""}},
+      {"a user's PendingReboot label: no fault",
+       [](Fixture& f) { f.view(0).health = nh::kPendingReboot; },
+       {"", nh::kPendingReboot, true, "", "", ""}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Fixture f;
+    c.make(f);
+    const ClusterPlan p = f.plan();
+    KubernetesNodeHealth want = c.want;
+    want.instance_id = f.snap.nodes[0].instance_id;
+    ASSERT_EQ(p.kubernetes_health.size(), 1u);
+    EXPECT_EQ(p.kubernetes_health[0], want);
+    EXPECT_LE(p.kubernetes_health[0].fault_reason.size(), 63u);
+  }
+}
+
+TEST(KubernetesFaultLabels, RemovedWhenTheRebootedNodeIsSchedulableAgain) {
+  Fixture f;
+  f.snap.liveness[f.snap.nodes[0].instance_id].health =
+      Report(model::HealthSeverity::kSoftFault, "kubelet", "not running");
+  ClusterPlan p = f.plan();
+  ASSERT_EQ(p.reboots, std::vector<std::string>{f.snap.nodes[0].instance_id});
+  ASSERT_EQ(p.kubernetes_health.size(), 1u);
+  const KubernetesNodeHealth shown = p.kubernetes_health[0];
+  const model::Node* n = Written(p, f.snap.nodes[0].instance_id);
+  ASSERT_NE(n, nullptr);
+
+  // While it reboots, the Node as labelled: nothing more to do.
+  f.snap.nodes[0] = *n;
+  f.view(0) = {true, nh::kPendingReboot, nh::kPendingReboot, nh::kPendingReboot, "",
+               shown.fault_type, shown.fault_reason, shown.fault_details};
+  p = f.plan(kT0 + seconds(2));
+  EXPECT_TRUE(p.kubernetes_health.empty());
+
+  // Booted again (a new boot time): Schedulable, and the fault labels go.
+  f.snap.instances[0].boot_time = kT0 + seconds(3);
+  f.snap.liveness[f.snap.nodes[0].instance_id].last_heard = kT0 + seconds(4);
+  p = f.plan(kT0 + seconds(4));
+  ASSERT_EQ(p.kubernetes_health.size(), 1u);
+  EXPECT_EQ(p.kubernetes_health[0],
+            (KubernetesNodeHealth{f.snap.nodes[0].instance_id, nh::kSchedulable, false}));
+}
+
+TEST(KubernetesFaultLabels, AReplacedNodeKeepsItsLabelsUntilItsNodeGoes) {
+  Fixture f;
+  f.snap.instances[0].state = InstanceState::kFailed;
+  f.snap.instances[0].message = "killed";
+  ClusterPlan p = f.plan();
+  ASSERT_EQ(p.kubernetes_health.size(), 1u);
+  const KubernetesNodeHealth shown = p.kubernetes_health[0];
+  EXPECT_EQ(shown.fault_type, "Dead");
+  // The next pass: the record is ShuttingDown, its recovery ended, its replacement pending;
+  // its Node (not removed yet) shows what the last pass set.
+  for (const auto& w : p.writes.nodes) {
+    if (w.node.instance_id == f.snap.nodes[0].instance_id) {
+      f.snap.nodes[0] = w.node;
+    } else if (w.node.instance_id != f.snap.nodes[1].instance_id) {
+      f.snap.nodes.push_back(w.node);
+    }
+  }
+  ASSERT_EQ(f.snap.nodes.size(), 3u);
+  ASSERT_EQ(f.snap.nodes[0].status, is::kShuttingDown);
+  ASSERT_FALSE(f.snap.nodes[0].recovery.has_value());
+  f.view(0) = {false, nh::kPendingReplacement, nh::kPendingReplacement,
+               nh::kPendingReplacement, "", shown.fault_type, shown.fault_reason,
+               shown.fault_details};
+  p = f.plan(kT0 + seconds(2));
+  EXPECT_TRUE(p.kubernetes_health.empty());
+}
+
+TEST(KubernetesFaultLabels, StrayFaultLabelsOnAHealthyNodeAreRemoved) {
+  Fixture f;
+  f.view(1).fault_type = "HardwareFault";  // left by a lost update, or written by hand
+  f.view(1).fault_details = "old";
+  const ClusterPlan p = f.plan();
+  ASSERT_EQ(p.kubernetes_health.size(), 1u);
+  EXPECT_EQ(p.kubernetes_health[0],
+            (KubernetesNodeHealth{f.snap.nodes[1].instance_id, nh::kSchedulable, false}));
+}
+
+TEST(KubernetesFaultLabels, ALongMessageGivesAReasonOf63Characters) {
+  Fixture f("None");
+  f.snap.liveness[f.snap.nodes[0].instance_id].health = Report(
+      model::HealthSeverity::kHardFault, "gpu.memory",
+      "uncorrectable ECC errors on GPU 0000:3b:00.0 (volatile: 12, aggregate: 40); row "
+      "remapping failed");
+  const ClusterPlan p = f.plan();
+  ASSERT_EQ(p.kubernetes_health.size(), 1u);
+  const KubernetesNodeHealth& h = p.kubernetes_health[0];
+  EXPECT_EQ(h.fault_type, "HardwareFault");
+  EXPECT_EQ(h.fault_reason, "Health-check-gpu.memory-uncorrectable-ECC-errors-on-GPU-0000-3b");
+  EXPECT_EQ(h.fault_reason.size(), 63u);
+  EXPECT_EQ(h.fault_details,
+            "Health check: gpu.memory: uncorrectable ECC errors on GPU 0000:3b:00.0 (volatile: "
+            "12, aggregate: 40); row remapping failed");
+}
+
+}  // namespace fault_labels
 
 }  // namespace
 }  // namespace hf::control

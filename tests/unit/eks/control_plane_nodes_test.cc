@@ -196,6 +196,23 @@ TEST(NodePatchTest, AnnotationsSetWithTheLabels) {
                                      "annotations":{"hyperfleet/node-health-status":"1"}}})"));
 }
 
+// The fault labels and their details annotation go in the same patch (null: removed).
+TEST(NodePatchTest, AnnotationsRemoved) {
+  NodeUpdate update;
+  update.remove_labels = {"f/type"};
+  update.remove_annotations = {"f/details"};
+  auto patch = NodePatch(NodeJson("n"), update);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_EQ(*patch, json::parse(R"({"metadata":{"resourceVersion":"41","labels":{"f/type":null},
+                                     "annotations":{"f/details":null}}})"));
+  update = {};
+  update.remove_annotations = {"f/details"};
+  patch = NodePatch(NodeJson("n"), update);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_EQ(*patch, json::parse(R"({"metadata":{"resourceVersion":"41",
+                                     "annotations":{"f/details":null}}})"));
+}
+
 TEST(NodePatchTest, TaintsReplacedByKeyAndEffectOthersKept) {
   const json node = NodeJson(
       "n", {{"spec",
