@@ -96,6 +96,16 @@ int main(int argc, char** argv) {
                   "Directory of the Kubernetes binaries EKS clusters' control planes run "
                   "(kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); "
                   "default: where scripts/kubernetes builds them");
+  srv->add_option("--kubernetes-fault-labels", server.kubernetes_fault_labels,
+                  "TYPE_KEY,REASON_KEY: the label keys of a faulty node's fault category and "
+                  "reason on EKS clusters' Nodes (their spelling is unresolved: HyperPod's docs "
+                  "say fault-type/fault-reason); default: "
+                  "sagemaker.amazonaws.com/fault-types,sagemaker.amazonaws.com/fault-reasons, "
+                  "as seen on real clusters");
+  srv->add_option("--kubernetes-fault-details-annotation",
+                  server.kubernetes_fault_details_annotation,
+                  "The annotation key of a faulty node's fault details on EKS clusters' Nodes; "
+                  "default: sagemaker.amazonaws.com/fault-details");
   srv->add_option("--access-key-id", server.access_key_id, "Also accept this access key id");
   srv->add_option("--secret-access-key", server.secret_access_key,
                   "Secret of --access-key-id");

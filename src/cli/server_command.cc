@@ -51,6 +51,7 @@
 #include "hyperfleet/logs/log_operations.h"
 #include "hyperfleet/logs/log_store.h"
 #include "hyperfleet/model/instance_catalog.h"
+#include "hyperfleet/model/kubernetes_labels.h"
 #include "hyperfleet/model/service_model.h"
 #include "hyperfleet/provider/agent_endpoint.h"
 #include "hyperfleet/provider/fake_provider.h"
@@ -212,8 +213,22 @@ StatusOr<Endpoint> AgentAddressOf(const ServerFlags& flags, const Endpoint& agen
   return Endpoint{host, static_cast<uint16_t>(port)};
 }
 
+/// The fault labels' keys of --kubernetes-fault-labels and
+/// --kubernetes-fault-details-annotation (each empty: the default); InvalidArgument naming
+/// the flag.
+StatusOr<model::FaultLabelKeys> FaultLabelKeysOf(const ServerFlags& flags) {
+  const model::FaultLabelKeys defaults;
+  return model::ParseFaultLabelKeys(
+      flags.kubernetes_fault_labels.empty() ? absl::StrCat(defaults.type, ",", defaults.reason)
+                                            : flags.kubernetes_fault_labels,
+      flags.kubernetes_fault_details_annotation.empty()
+          ? defaults.details
+          : flags.kubernetes_fault_details_annotation);
+}
+
 StatusOr<CheckedFlags> CheckFlags(const ServerFlags& flags) {
   CheckedFlags checked;
+  HF_RETURN_IF_ERROR(FaultLabelKeysOf(flags).status());
   HF_ASSIGN_OR_RETURN(checked.listen, ParseListen(flags.listen));
   if (!flags.agent_listen.empty()) {
     HF_ASSIGN_OR_RETURN(checked.agent_listen, ParseListen(flags.agent_listen, "--agent-listen"));
@@ -372,7 +387,7 @@ provider::LocalProvider::Options LocalOptionsOf(const ServerFlags& flags,
 }
 
 /// The cluster controller's options; InvalidArgument when --unresponsive-after is under
-/// three heartbeats.
+/// three heartbeats or a fault label key is invalid.
 StatusOr<control::ClusterController::Options> ControllerOptionsOf(const ServerFlags& flags) {
   control::ClusterController::Options controller_options;
   controller_options.agent_start_timeout =
@@ -385,6 +400,7 @@ StatusOr<control::ClusterController::Options> ControllerOptionsOf(const ServerFl
         " s) must be at least 3 heartbeats (--heartbeat-interval ", flags.heartbeat_seconds,
         " s), or a late heartbeat would replace a healthy node"));
   }
+  HF_ASSIGN_OR_RETURN(controller_options.fault_labels, FaultLabelKeysOf(flags));
   return controller_options;
 }
 

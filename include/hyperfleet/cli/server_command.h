@@ -50,6 +50,11 @@ struct ServerFlags {
   std::string s3_endpoint_url;             ///< S3-compatible endpoint; empty: <data-dir>/s3
   // EKS clusters' control planes (eks::MakeProcessControlPlanes, docs/kubernetes.md)
   std::string kubernetes_dir;              ///< Kubernetes binaries; empty: scripts/kubernetes'
+  /// "TYPE_KEY,REASON_KEY": the fault labels' keys on EKS Nodes; empty: model::FaultLabelKeys'
+  /// defaults (docs/kubernetes.md "Health on Nodes").
+  std::string kubernetes_fault_labels;
+  /// The fault details annotation's key on EKS Nodes; empty: model::FaultLabelKeys' default.
+  std::string kubernetes_fault_details_annotation;
 };
 
 /// Runs the control plane until SIGINT or SIGTERM. Prints one line
