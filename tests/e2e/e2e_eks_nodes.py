@@ -8,11 +8,14 @@ Running. kubectl (through `aws eks update-kubeconfig`) schedules a Deployment by
 node selectors and reads its logs. Pod networking: each Node's pod range is routed to its node
 (the cluster's own table, for what comes from its bridge), a pod pings a pod on the other node, and a ClusterIP
 Service reaches a pod on the other node from a node's kube-proxy rules; the routes follow a
-replaced node and go with the cluster. Health: a killed instance is replaced, its Node deleted and
-the pod runs again on the replacement's Node; a user's PendingReboot label reboots an instance,
-whose Node stays and is Schedulable again. HyperPod's checks refuse an unknown ClusterArn and a
-group without LifeCycleConfig. Deleting the HyperPod cluster removes its Nodes; deleting the
-EKS cluster leaves no process. Needs root, the node image and the
+replaced node and go with the cluster. Health: a killed instance's Node shows
+UnschedulablePendingReplacement with HyperPod's fault labels (seen by a `kubectl get -w`
+watch), the instance is replaced, its Node deleted and the pod runs again on the replacement's
+Node; a user's PendingReboot label and BatchRebootClusterNodes each reboot an instance, whose
+Node stays (UnschedulablePendingReboot, then Schedulable again without fault labels).
+HyperPod's checks refuse an unknown ClusterArn, an EKS cluster whose authenticationMode is
+CONFIG_MAP and a group without LifeCycleConfig. Deleting the HyperPod cluster removes its
+Nodes; deleting the EKS clusters leaves no process. Needs root, the node image and the
 Kubernetes binaries (scripts/setup --eks); skipped otherwise, failed under CI."""
 
 import calendar
@@ -92,6 +95,14 @@ ICMP_ECHO = textwrap.dedent("""\
 
 POD_ROUTE_PROTO = "151"  # src/provider/local/cluster_network.h kPodRouteProtocol
 
+# HyperPod's Node labels (docs/kubernetes.md "Health on Nodes"); the fault keys are the
+# server's defaults (--kubernetes-fault-labels, --kubernetes-fault-details-annotation).
+HEALTH = "sagemaker.amazonaws.com/node-health-status"
+FAULT_TYPES = "sagemaker.amazonaws.com/fault-types"
+FAULT_REASONS = "sagemaker.amazonaws.com/fault-reasons"
+FAULT_DETAILS = "sagemaker.amazonaws.com/fault-details"
+LABEL_VALUE = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
+
 
 def pod_route_table(network):
     """The routing table of a cluster's pod routes (cluster_network.h PodRouteTable), from
@@ -146,6 +157,53 @@ class RouteWatch(threading.Thread):
                 self.last = now
 
 
+class NodeWatch(threading.Thread):
+    """`kubectl get nodes -w -o json --output-watch-events`: every Node event as (type,
+    object), in arrival order; the Nodes as they were when it started come first (ADDED), so
+    nothing after that is missed however briefly it lasted."""
+
+    def __init__(self, kubectl_argv, env):
+        super().__init__(daemon=True)
+        self.proc = subprocess.Popen(
+            kubectl_argv + ["get", "nodes", "-w", "-o", "json", "--output-watch-events"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.events, self.lock = [], threading.Lock()
+        self.start()
+
+    def run(self):
+        decoder, text = json.JSONDecoder(), ""
+        while True:
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return
+            text += chunk.decode(errors="replace")
+            while True:
+                text = text.lstrip()
+                try:
+                    event, end = decoder.raw_decode(text)
+                except ValueError:
+                    break  # an incomplete object: wait for more
+                text = text[end:]
+                with self.lock:
+                    self.events.append((event["type"], event["object"]))
+
+    def of(self, name):
+        """The events of Node `name` so far: [(type, object)]."""
+        with self.lock:
+            return [(t, o) for t, o in self.events if o["metadata"]["name"] == name]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def fault_labels(node):
+    """(fault-types, fault-reasons, fault-details) of a Node object; None for each absent."""
+    labels = node["metadata"].get("labels") or {}
+    annotations = node["metadata"].get("annotations") or {}
+    return (labels.get(FAULT_TYPES), labels.get(FAULT_REASONS), annotations.get(FAULT_DETAILS))
+
+
 class EksNodesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -182,8 +240,9 @@ class EksNodesTest(unittest.TestCase):
             # A control plane outlives the server: never leave one running. The server goes
             # first, or its EKS controller would start the control plane again.
             server.stop()
-            subprocess.run([BINARY, "eks-control-plane", "remove", "--data-dir",
-                            server.data_dir, "k1"], capture_output=True, timeout=60)
+            for name in ("k1", "k2"):
+                subprocess.run([BINARY, "eks-control-plane", "remove", "--data-dir",
+                                server.data_dir, name], capture_output=True, timeout=60)
             server.cleanup()
 
     def exercise(self, server):
@@ -195,6 +254,12 @@ class EksNodesTest(unittest.TestCase):
         arn = eks.create_cluster(name="k1", roleArn=ROLE, resourcesVpcConfig=VPC,
                                  version="1.31",
                                  accessConfig={"authenticationMode": "API"})["cluster"]["arn"]
+        # A CONFIG_MAP-only EKS cluster, for HyperPod's check below; it starts beside k1 and
+        # goes before the HyperPod cluster's nodes boot.
+        config_map_arn = eks.create_cluster(
+            name="k2", roleArn=ROLE, resourcesVpcConfig=VPC, version="1.31",
+            accessConfig={"authenticationMode": "CONFIG_MAP",
+                          "bootstrapClusterCreatorAdminPermissions": True})["cluster"]["arn"]
         wait_until(lambda: eks.describe_cluster(name="k1")["cluster"]["status"] == "ACTIVE",
                    timeout=120, interval=0.5, what="k1 ACTIVE")
 
@@ -219,6 +284,15 @@ class EksNodesTest(unittest.TestCase):
                               Orchestrator={"Eks": {"ClusterArn": arn}})
         self.assertEqual(cm.exception.response["Error"]["Code"], "ValidationException")
         self.assertIn("LifeCycleConfig", cm.exception.response["Error"]["Message"])
+        wait_until(lambda: eks.describe_cluster(name="k2")["cluster"]["status"] == "ACTIVE",
+                   timeout=120, interval=0.5, what="k2 ACTIVE")
+        with self.assertRaises(sm.exceptions.ClientError) as cm:
+            sm.create_cluster(ClusterName="bad", InstanceGroups=groups,
+                              Orchestrator={"Eks": {"ClusterArn": config_map_arn}})
+        self.assertEqual(cm.exception.response["Error"]["Code"], "ValidationException")
+        self.assertIn("Orchestrator.Eks.ClusterArn", cm.exception.response["Error"]["Message"])
+        self.assertIn("CONFIG_MAP", cm.exception.response["Error"]["Message"])
+        eks.delete_cluster(name="k2")  # waited for at the end
 
         started = time.monotonic()
         watch = RouteWatch(server.data_dir)
@@ -245,9 +319,10 @@ class EksNodesTest(unittest.TestCase):
         subprocess.run(["aws", "eks", "update-kubeconfig", "--name", "k1", "--kubeconfig",
                         kubeconfig], env=env, check=True, capture_output=True, timeout=60)
 
+        kubectl_argv = [os.path.join(self.kubernetes_bin, "kubectl"), "--kubeconfig", kubeconfig]
+
         def kubectl(*args, check=True):
-            r = subprocess.run([os.path.join(self.kubernetes_bin, "kubectl"), "--kubeconfig",
-                                kubeconfig, *args], env=env, capture_output=True, text=True,
+            r = subprocess.run([*kubectl_argv, *args], env=env, capture_output=True, text=True,
                                timeout=120)
             if check and r.returncode != 0:
                 raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
@@ -299,7 +374,8 @@ class EksNodesTest(unittest.TestCase):
             network = json.load(f)
         self.check_pod_network(server, kubectl, by_group, pod, network, watch)
 
-        self.check_health(server, sm, kubectl, by_group, pod)
+        self.check_health(server, sm, kubectl, lambda: NodeWatch(kubectl_argv, env), by_group,
+                          pod)
         # The replacement's pod range replaced the killed node's route.
         wait_until(lambda: pod_routes(network) == self.wanted_routes(kubectl), timeout=30,
                    interval=0.5, what="pod routes after the replacement")
@@ -319,8 +395,10 @@ class EksNodesTest(unittest.TestCase):
 
         eks.delete_cluster(name="k1")
 
-        wait_until(lambda: gone(eks.describe_cluster, eks.exceptions.ResourceNotFoundException,
-                                name="k1"), timeout=60, interval=0.5, what="k1 deleted")
+        for name in ("k1", "k2"):
+            wait_until(lambda: gone(eks.describe_cluster,
+                                    eks.exceptions.ResourceNotFoundException, name=name),
+                       timeout=60, interval=0.5, what=f"{name} deleted")
         left = subprocess.run(["pgrep", "-f", os.path.join(server.data_dir, "eks")],
                               capture_output=True, text=True)
         self.assertEqual(left.stdout.strip(), "")
@@ -464,10 +542,12 @@ class EksNodesTest(unittest.TestCase):
         kubectl("delete", "service", "pinned")
         kubectl("delete", "deployment", "peer")
 
-    def check_health(self, server, sm, kubectl, by_group, pod):
-        """HyperPod's health on Nodes: a killed instance is replaced and its Node with it, the
-        pod runs again on the new Node; a user's PendingReboot label reboots an instance,
-        whose Node stays and is Schedulable again."""
+    def check_health(self, server, sm, kubectl, watch_nodes, by_group, pod):
+        """HyperPod's health on Nodes: a killed instance's Node shows PendingReplacement with
+        the fault labels, the instance is replaced and its Node with it, the pod runs again
+        on the new Node; a user's PendingReboot label and BatchRebootClusterNodes reboot an
+        instance, whose Node stays and is Schedulable again without fault labels.
+        `watch_nodes()` starts a NodeWatch."""
         def node(name):
             r = kubectl("get", "node", name, "-o", "json", check=False)
             return json.loads(r.stdout) if r.returncode == 0 else None
@@ -488,8 +568,13 @@ class EksNodesTest(unittest.TestCase):
                    timeout=30, interval=0.5, what="workers-a marked Schedulable")
 
         # A killed instance (the pod's) is replaced; its Node goes, the replacement joins and
-        # the pod runs again there.
+        # the pod runs again there. The watch sees the Node's labels before it goes (they and
+        # the deletion come in the same pass).
         old = by_group["workers-b"]
+        watch = watch_nodes()
+        self.addCleanup(watch.stop)
+        wait_until(lambda: watch.of(f"hyperpod-{old}"), timeout=30, interval=0.2,
+                   what="the Node watch started")
         killed = time.monotonic()
         for pid in local_node_pids(server.data_dir, old):
             try:
@@ -511,6 +596,20 @@ class EksNodesTest(unittest.TestCase):
         print(f"[ metric ] kill -> replacement Running (Node Ready): "
               f"{time.monotonic() - killed:.1f} s")
         self.assertIsNone(node(f"hyperpod-{old}"))
+        wait_until(lambda: any(t == "DELETED" for t, _ in watch.of(f"hyperpod-{old}")),
+                   timeout=30, interval=0.2, what="the watch told of the Node's deletion")
+        watch.stop()
+        seen = [o for _, o in watch.of(f"hyperpod-{old}")]
+        shown = [o for o in seen if health(o)[0] == "UnschedulablePendingReplacement" and
+                 fault_labels(o)[0] is not None]
+        self.assertTrue(shown, [((o["metadata"].get("labels") or {}).get(HEALTH),
+                                 fault_labels(o)) for o in seen])
+        fault_type, fault_reason, fault_details = fault_labels(shown[0])
+        # Killed: the provider sees it stopped (Dead), or its agent falls silent first.
+        self.assertIn(fault_type, ("Dead", "Unresponsive"))
+        self.assertRegex(fault_reason, LABEL_VALUE)
+        self.assertTrue(fault_details)
+        self.assertEqual(health(shown[0])[2], ["UnschedulablePendingReplacement"])
         moved = {}
 
         def rescheduled():
@@ -551,6 +650,47 @@ class EksNodesTest(unittest.TestCase):
         events = node_events(by_group["workers-a"])
         self.assertTrue(any("was labelled sagemaker.amazonaws.com/node-health-status="
                             "UnschedulablePendingReboot" in e["Description"] for e in events))
+        self.check_batch_reboot(sm, node, health, node_events, watch_nodes, by_group["workers-a"])
+
+    def check_batch_reboot(self, sm, node, health, node_events, watch_nodes, iid):
+        """BatchRebootClusterNodes of instance `iid`: its Node stays, is labelled (and
+        tainted) UnschedulablePendingReboot, then Schedulable again; no fault labels at any
+        time (an asked-for reboot is no fault)."""
+        name = f"hyperpod-{iid}"
+        uid = node(name)["metadata"]["uid"]
+        reboots_before = sum(e["Description"].startswith(f"Rebooting instance {iid}")
+                             for e in node_events(iid))
+        watch = watch_nodes()
+        self.addCleanup(watch.stop)
+        wait_until(lambda: watch.of(name), timeout=30, interval=0.2, what="the Node watch started")
+        answer = sm.batch_reboot_cluster_nodes(ClusterName="hp", NodeIds=[iid])
+        self.assertEqual(answer.get("Failed", []), [], answer)
+        self.assertEqual(answer.get("Successful"), [iid], answer)
+
+        def states():
+            return [health(o) for _, o in watch.of(name)]
+
+        def rebooted_and_back():
+            seen = states()
+            marked = [k for k, h in enumerate(seen) if h[0] == "UnschedulablePendingReboot"]
+            return bool(marked) and ("Schedulable", "Schedulable", [], True) in seen[marked[0]:]
+
+        wait_until(rebooted_and_back, timeout=240, interval=0.5,
+                   what=f"{name} PendingReboot, then Schedulable again")
+        watch.stop()
+        events = watch.of(name)
+        self.assertNotIn("DELETED", [t for t, _ in events])
+        marked = [health(o) for _, o in events if health(o)[0] == "UnschedulablePendingReboot"]
+        self.assertIn(["UnschedulablePendingReboot"], [h[2] for h in marked])
+        self.assertEqual([fault_labels(o) for _, o in events if fault_labels(o) != (None,) * 3],
+                         [])
+        after = node(name)
+        self.assertEqual(after["metadata"]["uid"], uid)
+        self.assertEqual(health(after), ("Schedulable", "Schedulable", [], True))
+        self.assertEqual(fault_labels(after), (None, None, None))
+        reboots = sum(e["Description"].startswith(f"Rebooting instance {iid}")
+                      for e in node_events(iid))
+        self.assertEqual(reboots, reboots_before + 1)
 
 
 if __name__ == "__main__":
