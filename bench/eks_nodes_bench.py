@@ -61,28 +61,17 @@ class Watch:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        decoder, text, state = json.JSONDecoder(), "", {}
-        while True:
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                return
-            now = time.time()
-            text += chunk.decode(errors="replace")
-            while True:
-                text = text.lstrip()
-                try:
-                    event, end = decoder.raw_decode(text)
-                except ValueError:
-                    break  # an incomplete object: wait for more
-                text = text[end:]
-                name = event["object"]["metadata"]["name"]
-                if event["type"] == "DELETED":
-                    state.pop(name, None)
-                else:
-                    state[name] = event["object"]
-                with self.cond:
-                    self.changes.append((now, dict(state)))
-                    self.cond.notify_all()
+        import harness  # tests/e2e, on sys.path
+        state = {}
+        for now, kind, obj in harness.watch_events(self.proc.stdout):
+            name = obj["metadata"]["name"]
+            if kind == "DELETED":
+                state.pop(name, None)
+            else:
+                state[name] = obj
+            with self.cond:
+                self.changes.append((now, dict(state)))
+                self.cond.notify_all()
 
     def first(self, predicate, since, timeout, what):
         """The arrival time of the first change at or after `since` (time.time()) after which

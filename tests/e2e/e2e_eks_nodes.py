@@ -34,7 +34,7 @@ import boto3
 
 from harness import (ACCOUNT, BINARY, EKS_ROLE as ROLE, EKS_VPC as VPC, REGION, ACCESS_KEY,
                      SECRET_KEY, Server, aws_env, gone, kubernetes_bin, local_node_pids, main,
-                     wait_until)
+                     wait_until, watch_events)
 
 IMAGE_DIR = os.environ.get("HYPERFLEET_IMAGE_DIR", "/var/lib/hyperfleet/images")
 
@@ -171,21 +171,9 @@ class NodeWatch(threading.Thread):
         self.start()
 
     def run(self):
-        decoder, text = json.JSONDecoder(), ""
-        while True:
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                return
-            text += chunk.decode(errors="replace")
-            while True:
-                text = text.lstrip()
-                try:
-                    event, end = decoder.raw_decode(text)
-                except ValueError:
-                    break  # an incomplete object: wait for more
-                text = text[end:]
-                with self.lock:
-                    self.events.append((event["type"], event["object"]))
+        for _, kind, obj in watch_events(self.proc.stdout):
+            with self.lock:
+                self.events.append((kind, obj))
 
     def of(self, name):
         """The events of Node `name` so far: [(type, object)]."""

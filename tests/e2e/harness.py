@@ -246,6 +246,27 @@ class Kubectl:
                 for n in json.loads(self("get", "nodes", "-o", "json").stdout)["items"]}
 
 
+def watch_events(stdout):
+    """The events of `kubectl get KIND -w -o json --output-watch-events` read from its
+    `stdout` (a pipe), as (arrival time.time(), type, object) until it ends; objects split
+    across reads are put together first."""
+    decoder, text = json.JSONDecoder(), ""
+    while True:
+        chunk = os.read(stdout.fileno(), 1 << 16)
+        if not chunk:
+            return
+        now = time.time()
+        text += chunk.decode(errors="replace")
+        while True:
+            text = text.lstrip()
+            try:
+                event, end = decoder.raw_decode(text)
+            except ValueError:
+                break  # an incomplete object: wait for more
+            text = text[end:]
+            yield now, event["type"], event["object"]
+
+
 def node_ready(node):
     """Whether a Node object's Ready condition is True."""
     return any(c["type"] == "Ready" and c["status"] == "True"
