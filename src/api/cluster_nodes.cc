@@ -203,7 +203,8 @@ StatusOr<nlohmann::json> ClusterOperations::batchAddClusterNodes(const Json& in)
     }
     Json ok = Json::array(), failed = Json::array();
     int added_total = 0;
-    for (const auto& spec : specs) {
+    for (size_t index = 0; index < specs.size(); ++index) {
+      const Json& spec = specs[index];
       const std::string name = Str(spec, "InstanceGroupName");
       const int increment = spec.value("IncrementTargetCountBy", 0);
       model::InstanceGroup* g = nullptr;
@@ -230,7 +231,11 @@ StatusOr<nlohmann::json> ClusterOperations::batchAddClusterNodes(const Json& in)
             config_.max_instances_per_cluster, " instances per cluster."));
       }
       if (increment > 0 && !c.eksClusterName().empty()) {
-        if (Status placed = CheckEksPlacement({*g}, {}, config_.runs_on_ssh); !placed.ok()) {
+        const auto place = [&](size_t) {
+          return absl::StrCat("nodesToAdd.", index + 1, ".member.instanceGroupName");
+        };
+        if (Status placed = CheckEksPlacement({*g}, {}, config_.runs_on_ssh, place);
+            !placed.ok()) {
           if (!absl::IsInvalidArgument(placed)) return placed;
           fail("IncompatibleInstanceTypes", std::string(placed.message()));
           continue;

@@ -138,7 +138,8 @@ Status CheckEksAttachment(std::string_view cluster_arn,
 
 Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
                          const std::vector<model::InstanceGroup>& before,
-                         const std::function<StatusOr<bool>(std::string_view)>& runs_on_ssh) {
+                         const std::function<StatusOr<bool>(std::string_view)>& runs_on_ssh,
+                         const std::function<std::string(size_t)>& place) {
   if (!runs_on_ssh) return absl::OkStatus();
   for (size_t i = 0; i < groups.size(); ++i) {
     const model::InstanceGroup& g = groups[i];
@@ -149,8 +150,9 @@ Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
     HF_ASSIGN_OR_RETURN(const bool on_ssh, runs_on_ssh(g.instance_type));
     if (!on_ssh) continue;
     return RuleViolation(absl::StrCat(
-        "Instance group '", g.name, "' at 'instanceGroups.", i + 1,
-        ".member.instanceType': instances of ", g.instance_type,
+        "Instance group '", g.name, "' at '",
+        place ? place(i) : absl::StrCat("instanceGroups.", i + 1, ".member.instanceType"),
+        "': instances of ", g.instance_type,
         " run on registered ssh machines, and the ssh provider does not run EKS nodes "
         "(Orchestrator.Eks); use an instance type without registered machines (local nodes) "
         "or a Slurm-orchestrated cluster."));

@@ -291,14 +291,16 @@ TEST_F(ClusterOperationsTest, EksGroupsThatWouldRunOnSshMachinesAreRefused) {
   ssh_types_.insert("ml.c5.4xlarge");
   const Outcome added = Sm("BatchAddClusterNodes",
                            {{"ClusterName", "cont"},
-                            {"NodesToAdd", {{{"InstanceGroupName", "c"}, {"IncrementTargetCountBy", 1}},
-                                            {{"InstanceGroupName", "a"}, {"IncrementTargetCountBy", 1}}}}});
+                            {"NodesToAdd", {{{"InstanceGroupName", "a"}, {"IncrementTargetCountBy", 1}},
+                                            {{"InstanceGroupName", "c"}, {"IncrementTargetCountBy", 1}}}}});
   ASSERT_EQ(added.type, "OK") << added.message;
   ASSERT_EQ(added.body["Failed"].size(), 1u) << added.body.dump();
   EXPECT_EQ(added.body["Failed"][0]["InstanceGroupName"], "c");
   EXPECT_EQ(added.body["Failed"][0]["ErrorCode"], "IncompatibleInstanceTypes");
-  EXPECT_NE(added.body["Failed"][0]["Message"].get<std::string>().find("does not run EKS nodes"),
-            std::string::npos);
+  const std::string why = added.body["Failed"][0]["Message"];
+  EXPECT_NE(why.find("does not run EKS nodes"), std::string::npos) << why;
+  // Named where the request names it: the second NodesToAdd entry, not a group list.
+  EXPECT_NE(why.find("'nodesToAdd.2.member.instanceGroupName'"), std::string::npos) << why;
   ASSERT_EQ(added.body["Successful"].size(), 1u) << added.body.dump();
   EXPECT_EQ(added.body["Successful"][0]["InstanceGroupName"], "a");
 }
