@@ -100,7 +100,7 @@ class SlurmClusterFixture(NodeFixture):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return r.stdout
 
-    def why_once_reported(self, job, timeout=30):
+    def why_once_reported(self, job, timeout=90):
         """`hyperfleet jobs why <job>` once governance knows the job: the controller's agent
         reports Slurm's jobs every second or so, so a job submitted just now is not known
         yet (and `jobs why` says so)."""
@@ -190,7 +190,7 @@ class SlurmFleetTest(SlurmClusterFixture):
         # Accounting (MariaDB + slurmdbd, set up by the example's controller script).
         state = wait_until(
             lambda: self.on_controller(f"sacct -j {job} -n -X -P -o State").strip() or None,
-            timeout=30, what="sacct to know the job", interval=0.5)
+            timeout=120, what="sacct to know the job", interval=0.5)
         self.assertEqual(state, "COMPLETED")
 
     def test_4_training_job_reaches_the_result_of_an_undisturbed_run(self):
@@ -235,7 +235,7 @@ class SlurmFleetTest(SlurmClusterFixture):
                    timeout=120, interval=0.5, what="the workers group back to 2")
         remaining = set(self.worker_hostnames())
         # It leaves Slurm: the controller's slurm.conf and sinfo no longer name it.
-        wait_until(lambda: {n for n, _ in self.sinfo()} == remaining, timeout=60,
+        wait_until(lambda: {n for n, _ in self.sinfo()} == remaining, timeout=120,
                    interval=0.5, what="sinfo to show only the remaining workers")
         self.assertEqual(sorted(self.on_controller("srun -N2 hostname").split()),
                          sorted(remaining))
@@ -258,7 +258,7 @@ class SlurmFleetTest(SlurmClusterFixture):
         r = self.run_on(self.cluster_id, "workers", iid, "cat /root/disk-marker")
         self.assertEqual(r.stdout.strip(), "kept")
         # Its enabled slurmd started at boot; the lifecycle scripts did not run again.
-        wait_until(lambda: self.sinfo().get((host, "dev"), ("",))[0] == "idle", timeout=60,
+        wait_until(lambda: self.sinfo().get((host, "dev"), ("",))[0] == "idle", timeout=180,
                    interval=0.5, what=f"{host} idle in Slurm after its reboot")
         events = self.aws("sagemaker", "list-cluster-events", "--cluster-name", NAME)["Events"]
         descriptions = [e.get("Description", "") for e in events]
@@ -293,7 +293,7 @@ class SlurmFleetTest(SlurmClusterFixture):
         r = self.run_on(self.cluster_id, "workers", new["InstanceId"],
                         "test ! -e /root/replace-marker && systemctl is-active slurmd")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        wait_until(lambda: self.sinfo().get((host, "dev"), ("",))[0] == "idle", timeout=60,
+        wait_until(lambda: self.sinfo().get((host, "dev"), ("",))[0] == "idle", timeout=180,
                    interval=0.5, what=f"{host} idle in Slurm after its replacement")
         self.assertEqual(sorted(self.on_controller("srun -N2 hostname").split()),
                          self.worker_hostnames())
