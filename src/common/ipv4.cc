@@ -17,6 +17,8 @@ std::string Ipv4Text(uint32_t addr) {
 
 std::optional<uint32_t> ParseIpv4(std::string_view text) {
   in_addr a{};
+  // A NUL would end the text inet_pton sees: "10.0.0.1\0x" is no address.
+  if (text.find('\0') != std::string_view::npos) return std::nullopt;
   if (inet_pton(AF_INET, std::string(text).c_str(), &a) != 1) return std::nullopt;
   return ntohl(a.s_addr);
 }
@@ -36,8 +38,12 @@ std::optional<Ipv4Prefix> ParseIpv4Prefix(std::string_view text) {
   int bits = 32;
   if (!addr) return std::nullopt;
   if (slash != std::string_view::npos) {
-    const std::string len(text.substr(slash + 1));
-    if (!absl::SimpleAtoi(len, &bits) || bits < 0 || bits > 32) return std::nullopt;
+    const std::string_view len = text.substr(slash + 1);
+    // Digits only, no leading zero (SimpleAtoi would take " 16", "+16" and "016").
+    const bool digits =
+        !len.empty() && len.size() <= 2 && !(len.size() == 2 && len[0] == '0') &&
+        std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || !absl::SimpleAtoi(std::string(len), &bits) || bits > 32) return std::nullopt;
   }
   return Ipv4Prefix{*addr & PrefixMask(bits), bits};
 }

@@ -34,7 +34,7 @@ Status InvalidParameter(std::string message) {
 
 /// OK when `cidr` is a Service range EKS accepts (the model's documentation of
 /// serviceIpv4Cidr): "a.b.c.d/n", n 12 to 24, inside 10.0.0.0/8, 172.16.0.0/12 or
-/// 192.168.0.0/16; else InvalidParameterException naming the member. The control plane
+/// 192.168.0.0/16, with no host bits set; else InvalidParameterException naming the member. The control plane
 /// could not start on anything else, and the cluster would stay CREATING.
 Status CheckServiceCidr(const std::string& cidr) {
   const auto range = ParseIpv4Prefix(cidr);
@@ -42,7 +42,10 @@ Status CheckServiceCidr(const std::string& cidr) {
       range && (PrefixesOverlap(range->first, range->second, 0x0a000000, 8) ||
                 PrefixesOverlap(range->first, range->second, 0xac100000, 12) ||
                 PrefixesOverlap(range->first, range->second, 0xc0a80000, 16));
-  if (range && cidr.find('/') != std::string::npos && range->second >= 12 &&
+  // Written as its range is (no host bits): the text goes to the apiserver's flag as it is.
+  const bool canonical =
+      range && cidr == absl::StrCat(Ipv4Text(range->first), "/", range->second);
+  if (canonical && range->second >= 12 &&
       range->second <= 24 && in_private) {
     return absl::OkStatus();  // /12 or longer: overlapping a private block means inside it
   }

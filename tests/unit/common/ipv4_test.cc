@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace hf {
 namespace {
 
@@ -14,9 +16,15 @@ TEST(Ipv4Test, ParsesAndPrints) {
   EXPECT_FALSE(ParseIpv4("::1"));
   EXPECT_EQ(ParseIpv4Prefix("10.224.5.7/22"), (Ipv4Prefix{0x0ae00400u, 22}));
   EXPECT_EQ(ParseIpv4Prefix("192.0.2.1"), (Ipv4Prefix{0xc0000201u, 32}));
-  for (const char* bad : {"10.0.0.0/33", "10.0.0.0/-1", "10.0.0.0/x", "10.0.0.0/", "x/8"}) {
+  for (const char* bad : {"10.0.0.0/33", "10.0.0.0/-1", "10.0.0.0/x", "10.0.0.0/", "x/8",
+                          "10.0.0.0/ 8", "10.0.0.0/+8", "10.0.0.0/08", "10.0.0.0/8 ",
+                          "10.0.0.0/008"}) {
     EXPECT_FALSE(ParseIpv4Prefix(bad)) << bad;
   }
+  EXPECT_EQ(ParseIpv4Prefix("10.0.0.0/0"), (Ipv4Prefix{0u, 0}));
+  // The text inet_pton would see ends at a NUL; the address must not.
+  EXPECT_FALSE(ParseIpv4(std::string("10.0.0.1\0x", 10)));
+  EXPECT_FALSE(ParseIpv4Prefix(std::string("10.0.0.0\0x/8", 12)));
   EXPECT_EQ(PrefixMask(0), 0u);
   EXPECT_EQ(PrefixMask(22), 0xfffffc00u);
   EXPECT_EQ(PrefixMask(32), 0xffffffffu);

@@ -143,7 +143,10 @@ TEST_F(EksOperationsTest, CreateClusterErrors) {
 TEST_F(EksOperationsTest, CreateClusterChecksTheServiceRange) {
   // EKS's rules (the model's documentation): /12 to /24 inside a private block.
   for (const char* bad : {"garbage", "0.0.0.0/0", "10.100.0.0", "10.100.0.0/30", "10.0.0.0/8",
-                          "8.8.0.0/16", "172.32.0.0/16", "10.100.0.0/16x", "10.300.0.0/16"}) {
+                          "8.8.0.0/16", "172.32.0.0/16", "10.100.0.0/16x", "10.300.0.0/16",
+                          // Host bits set, or written loosely: the text goes to a flag as is.
+                          "10.100.0.1/16", "10.100.0.0/12", "10.100.0.0/016", "10.100.0.0/+16",
+                          "10.100.0.0/ 16", "10.100.0.0/16\n"}) {
     Answer a = Create("s1", {{"kubernetesNetworkConfig", {{"serviceIpv4Cidr", bad}}}});
     EXPECT_EQ(a.status, 400) << bad;
     EXPECT_EQ(a.type, "InvalidParameterException") << bad;
@@ -152,6 +155,10 @@ TEST_F(EksOperationsTest, CreateClusterChecksTheServiceRange) {
               std::string::npos)
         << a.body.dump();
   }
+  // A NUL inside: the address must not end there.
+  Answer nul = Create("s1", {{"kubernetesNetworkConfig",
+                              {{"serviceIpv4Cidr", std::string("10.100.0.0\0x/16", 16)}}}});
+  EXPECT_EQ(nul.type, "InvalidParameterException") << nul.body.dump();
   EXPECT_TRUE(store_->eksClusters()->empty());  // refused requests changed nothing
   int n = 0;
   for (const char* good : {"10.100.0.0/16", "172.20.0.0/16", "192.168.0.0/24", "10.0.0.0/12"}) {
