@@ -67,8 +67,12 @@ Status CheckGroupSpecs(const Json& groups) {
 Status CheckOrchestrator(const Json& in) {
   auto it = in.find("Orchestrator");
   if (it == in.end()) return absl::OkStatus();
-  const bool eks = it->contains("Eks"), slurm = it->contains("Slurm");
-  if (eks && slurm) {
+  const auto given = [&](const char* key) {
+    const auto m = it->find(key);
+    return m != it->end() && !m->is_null();
+  };
+  // An empty Orchestrator ({} or members null) names no orchestrator either.
+  if (given("Eks") == given("Slurm")) {
     return RuleViolation("Orchestrator must specify exactly one of Eks and Slurm.");
   }
   return absl::OkStatus();

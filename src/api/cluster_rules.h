@@ -38,7 +38,8 @@ model::InstanceGroup GroupFromSpec(const nlohmann::json& spec);
 /// LifeCycleConfig with SourceS3Uri and OnCreate, MinInstanceCount <= InstanceCount.
 Status CheckGroupSpecs(const nlohmann::json& groups);
 
-/// The Orchestrator rules: at most one of Eks and Slurm.
+/// The Orchestrator rules: when given, exactly one of Eks and Slurm (a null member counts as
+/// absent); else a ValidationException.
 Status CheckOrchestrator(const nlohmann::json& request);
 
 /// UpdateCluster's Orchestrator: HyperPod never changes a cluster's orchestrator, but clients

@@ -183,6 +183,14 @@ TEST_F(ClusterOperationsTest, OrchestratorEksIsCheckedAgainstTheEksClusters) {
       EXPECT_NE(o.message.find(w), std::string::npos) << "'" << w << "' not in: " << o.message;
     }
   }
+  // An Orchestrator naming none ({} or a null member) is refused too, not taken as Slurm.
+  for (const Json& none : {Json::object(), Json({{"Eks", nullptr}})}) {
+    const Outcome o = Sm("CreateCluster", {{"ClusterName", "c"},
+                                           {"InstanceGroups", {Group("a")}},
+                                           {"Orchestrator", none}});
+    EXPECT_EQ(o.type, "ValidationException") << none.dump() << ": " << o.message;
+    EXPECT_NE(o.message.find("exactly one of Eks and Slurm"), std::string::npos) << o.message;
+  }
   EXPECT_EQ(Sm("ListClusters", Json::object()).body["ClusterSummaries"].size(), 0u);
   // One that passes HyperPod's checks is created, with its orchestrator as given.
   const Outcome made = Sm("CreateCluster",
