@@ -14,6 +14,25 @@
 namespace hf::api {
 namespace {
 
+// The error type for input the model refuses: the service's (EKS: InvalidParameterException),
+// unless the operation's model lists only BadRequestException of the two (EKS TagResource and
+// UntagResource); clients parse only the errors an operation lists.
+std::string_view ValidationErrorTypeOf(const model::ServiceModel& model,
+                                       const std::string& operation,
+                                       std::string_view service_type) {
+  const auto* op = model.operation(operation);
+  if (op == nullptr || !op->contains("errors")) return service_type;
+  bool has_service_type = false, has_bad_request = false;
+  for (const auto& e : (*op)["errors"]) {
+    const std::string shape = e.value("shape", "");
+    has_service_type = has_service_type || shape == service_type;
+    has_bad_request = has_bad_request || shape == "BadRequestException";
+  }
+  return !has_service_type && has_bad_request ? std::string_view("BadRequestException")
+                                              : service_type;
+}
+
+
 // The endpoint's own service, named when a request's target belongs to no added service.
 constexpr std::string_view kDefaultPrefix = "SageMaker";
 constexpr std::string_view kDefaultSigningName = "sagemaker";
@@ -156,7 +175,8 @@ http::HttpResponse ApiHandler::handleRest(const http::HttpRequest& req, JsonServ
                               "InvalidSignatureException");
     }
     HF_ASSIGN_OR_RETURN(RestRoute route, MatchRestRoute(model, req.method, req.path()));
-    const std::string_view invalid = service.validationErrorType();
+    const std::string_view invalid =
+        ValidationErrorTypeOf(model, route.operation, service.validationErrorType());
     HF_ASSIGN_OR_RETURN(nlohmann::json input, BindRestInput(model, route, req, invalid));
     if (Status valid = model.validateInput(route.operation, input); !valid.ok()) {
       if (AwsErrorTypeOf(valid)) return valid;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "hyperfleet/api/api_handler.h"
@@ -224,6 +225,17 @@ TEST_F(EksOperationsTest, TagsAtMostFiftyPerResource) {
   EXPECT_EQ(a.type, "BadRequestException");
   EXPECT_NE(a.body["message"].get<std::string>().find("'tags'"), std::string::npos);
   EXPECT_EQ(Send("GET", tags).body["tags"].size(), 50u);  // the refused request changed nothing
+  // Input the model refuses is BadRequestException here too: the model lists no
+  // InvalidParameterException for TagResource or UntagResource (CreateCluster keeps it).
+  for (const auto& [method, target, body] :
+       {std::tuple<std::string, std::string, Json>{"POST", tags, {{"tags", Json::object()}}},
+        {"POST", tags, {{"tags", {{std::string(129, 'k'), "v"}}}}},
+        {"DELETE", tags + "?tagKeys=", Json()}}) {
+    Answer bad = Send(method, target, body);
+    EXPECT_EQ(bad.status, 400) << target << bad.body.dump();
+    EXPECT_EQ(bad.type, "BadRequestException") << target << bad.body.dump();
+  }
+  EXPECT_EQ(Send("GET", tags).body["tags"].size(), 50u);
   EXPECT_EQ(Send("POST", tags, {{"tags", {{"t0", "changed"}}}}).status, 200);  // a change: 50
 }
 
