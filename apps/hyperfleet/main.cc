@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
   srv->add_option("--max-clusters", server.max_clusters, "Clusters allowed at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  srv->add_option("--max-eks-clusters", server.max_eks_clusters,
+                  "EKS clusters allowed at once (each runs a control plane on this host)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   srv->add_option("--max-instances-per-cluster", server.max_instances_per_cluster,
                   "Instances allowed per cluster")
       ->capture_default_str()

@@ -586,6 +586,7 @@ Status Server::WireApi() {
   eks::EksConfig eks_config;
   eks_config.region = flags_.region;
   eks_config.account_id = flags_.account_id;
+  eks_config.max_clusters = flags_.max_eks_clusters;
   eks_operations_ = std::make_unique<eks::EksOperations>(
       *store_, clock_, ids_, eks_config, [this](const std::string&) {
         if (auto* c = eks_controller_ptr_.load()) c->wake();

@@ -194,6 +194,14 @@ StatusOr<json> EksOperations::createCluster(const json& in, std::string_view cal
         absl::AlreadyExistsError(absl::StrCat("Cluster already exists with name: ", c.name)),
         "ResourceInUseException");
   }
+  HF_ASSIGN_OR_RETURN(const auto existing, store_.eksClusters());
+  if (static_cast<int>(existing.size()) >= config_.max_clusters) {
+    return WithAwsErrorType(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "Cluster limit exceeded: this endpoint allows ", config_.max_clusters,
+            " EKS clusters at once (server flag --max-eks-clusters); delete one first.")),
+        "ResourceLimitExceededException");
+  }
   c.arn = absl::StrCat("arn:aws:eks:", config_.region, ":", config_.account_id, ":cluster/",
                        c.name);
   c.role_arn = in["roleArn"].get<std::string>();

@@ -20,6 +20,7 @@ struct ServerFlags {
   int io_threads = 2;
   int fake_boot_delay_ms = 200;      ///< fake provider: launch to Running, milliseconds
   int max_clusters = 100;
+  int max_eks_clusters = 10;  ///< EksConfig::max_clusters
   int max_instances_per_cluster = 10000;
   std::string log_level = "info";
   // local provider

@@ -49,6 +49,10 @@ std::string PrincipalArnOf(std::string_view account_id, std::string_view access_
 struct EksConfig {
   std::string region = "us-west-2";
   std::string account_id = "123456789012";  ///< the one the SageMaker side's ARNs use
+  /// EKS clusters at once (DELETING ones count until gone); CreateCluster beyond is
+  /// ResourceLimitExceededException. EKS's own quota is 100 per Region; here each is a real
+  /// control plane on this host (about 530 MiB when idle).
+  int max_clusters = 10;
 };
 
 /// The EKS operations. Thread-safe (state lives in the store).

@@ -195,6 +195,16 @@ TEST_F(EksOperationsTest, DescribeListDelete) {
   EXPECT_EQ(Send("DELETE", "/clusters/zz").status, 404);
 }
 
+TEST_F(EksOperationsTest, CreateClusterStopsAtTheClusterLimit) {
+  // EksConfig::max_clusters (default 10): each EKS cluster is a control plane on this host.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(Create("l" + std::to_string(i)).status, 200) << i;
+  Answer a = Create("l10");
+  EXPECT_EQ(a.status, 400) << a.body.dump();
+  EXPECT_EQ(a.type, "ResourceLimitExceededException");
+  EXPECT_NE(a.body["message"].get<std::string>().find("--max-eks-clusters"), std::string::npos);
+  EXPECT_EQ(store_->eksClusters()->size(), 10u);  // the refused request changed nothing
+}
+
 TEST_F(EksOperationsTest, TagsOnClustersAndAccessEntries) {
   ASSERT_EQ(Create("c1", {{"accessConfig", {{"authenticationMode", "API"}}}}).status, 200);
   const std::string arn = "arn:aws:eks:us-west-2:123456789012:cluster/c1";
