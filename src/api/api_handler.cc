@@ -32,7 +32,6 @@ std::string_view ValidationErrorTypeOf(const model::ServiceModel& model,
                                               : service_type;
 }
 
-
 // The endpoint's own service, named when a request's target belongs to no added service.
 constexpr std::string_view kDefaultPrefix = "SageMaker";
 constexpr std::string_view kDefaultSigningName = "sagemaker";

@@ -231,9 +231,8 @@ StatusOr<nlohmann::json> ClusterOperations::batchAddClusterNodes(const Json& in)
             config_.max_instances_per_cluster, " instances per cluster."));
       }
       if (increment > 0 && !c.eksClusterName().empty()) {
-        const auto place = [&](size_t) {
-          return absl::StrCat("nodesToAdd.", index + 1, ".member.instanceGroupName");
-        };
+        const std::string place =
+            absl::StrCat("nodesToAdd.", index + 1, ".member.instanceGroupName");
         if (Status placed = CheckEksPlacement({*g}, {}, config_.runs_on_ssh, place);
             !placed.ok()) {
           if (!absl::IsInvalidArgument(placed)) return placed;

@@ -143,7 +143,7 @@ Status CheckEksAttachment(std::string_view cluster_arn,
 Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
                          const std::vector<model::InstanceGroup>& before,
                          const std::function<StatusOr<bool>(std::string_view)>& runs_on_ssh,
-                         const std::function<std::string(size_t)>& place) {
+                         std::string_view place) {
   if (!runs_on_ssh) return absl::OkStatus();
   for (size_t i = 0; i < groups.size(); ++i) {
     const model::InstanceGroup& g = groups[i];
@@ -155,7 +155,8 @@ Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
     if (!on_ssh) continue;
     return RuleViolation(absl::StrCat(
         "Instance group '", g.name, "' at '",
-        place ? place(i) : absl::StrCat("instanceGroups.", i + 1, ".member.instanceType"),
+        place.empty() ? absl::StrCat("instanceGroups.", i + 1, ".member.instanceType")
+                      : std::string(place),
         "': instances of ", g.instance_type,
         " run on registered ssh machines, and the ssh provider does not run EKS nodes "
         "(Orchestrator.Eks); use an instance type without registered machines (local nodes) "

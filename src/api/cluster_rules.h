@@ -66,13 +66,13 @@ Status CheckEksAttachment(std::string_view cluster_arn,
 /// Orchestrator.Eks cluster, a ValidationException naming the first group of `groups` that
 /// would launch instances (a target count above `before`'s for that group name, or a group
 /// `before` lacks) of a type `runs_on_ssh` says runs on ssh machines, and its place
-/// ('instanceGroups.N.member.instanceType', N counted in `groups`, unless `place` is given:
-/// then place(i) for groups[i], as BatchAddClusterNodes names its NodesToAdd entries). OK when
-/// `runs_on_ssh` is unset. Errors of `runs_on_ssh` are returned as they are.
+/// ('instanceGroups.N.member.instanceType', N counted in `groups`; or `place` when given, for
+/// a caller whose request names the group elsewhere, as BatchAddClusterNodes' NodesToAdd
+/// entries). OK when `runs_on_ssh` is unset. Errors of `runs_on_ssh` are returned as they are.
 Status CheckEksPlacement(const std::vector<model::InstanceGroup>& groups,
                          const std::vector<model::InstanceGroup>& before,
                          const std::function<StatusOr<bool>(std::string_view)>& runs_on_ssh,
-                         const std::function<std::string(size_t)>& place = {});
+                         std::string_view place = {});
 
 /// The instances `groups` ask for in all (their target counts).
 int TotalInstances(const std::vector<model::InstanceGroup>& groups);

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/numbers.h"
-
 namespace hf {
 
 std::string Ipv4Text(uint32_t addr) {
@@ -39,11 +37,13 @@ std::optional<Ipv4Prefix> ParseIpv4Prefix(std::string_view text) {
   if (!addr) return std::nullopt;
   if (slash != std::string_view::npos) {
     const std::string_view len = text.substr(slash + 1);
-    // Digits only, no leading zero (SimpleAtoi would take " 16", "+16" and "016").
+    // One or two plain digits, no leading zero (SimpleAtoi took " 16", "+16" and "016").
     const bool digits =
         !len.empty() && len.size() <= 2 && !(len.size() == 2 && len[0] == '0') &&
         std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || !absl::SimpleAtoi(std::string(len), &bits) || bits > 32) return std::nullopt;
+    if (!digits) return std::nullopt;
+    bits = len.size() == 1 ? len[0] - '0' : (len[0] - '0') * 10 + (len[1] - '0');
+    if (bits > 32) return std::nullopt;
   }
   return Ipv4Prefix{*addr & PrefixMask(bits), bits};
 }

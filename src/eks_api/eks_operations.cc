@@ -34,8 +34,8 @@ Status InvalidParameter(std::string message) {
 
 /// OK when `cidr` is a Service range EKS accepts (the model's documentation of
 /// serviceIpv4Cidr): "a.b.c.d/n", n 12 to 24, inside 10.0.0.0/8, 172.16.0.0/12 or
-/// 192.168.0.0/16, with no host bits set; else InvalidParameterException naming the member. The control plane
-/// could not start on anything else, and the cluster would stay CREATING.
+/// 192.168.0.0/16, with no host bits set; else InvalidParameterException naming the member.
+/// The control plane could not start on anything else, and the cluster would stay CREATING.
 Status CheckServiceCidr(const std::string& cidr) {
   const auto range = ParseIpv4Prefix(cidr);
   const bool in_private =
@@ -45,8 +45,7 @@ Status CheckServiceCidr(const std::string& cidr) {
   // Written as its range is (no host bits): the text goes to the apiserver's flag as it is.
   const bool canonical =
       range && cidr == absl::StrCat(Ipv4Text(range->first), "/", range->second);
-  if (canonical && range->second >= 12 &&
-      range->second <= 24 && in_private) {
+  if (canonical && range->second >= 12 && range->second <= 24 && in_private) {
     return absl::OkStatus();  // /12 or longer: overlapping a private block means inside it
   }
   return InvalidParameter(absl::StrCat(
